@@ -1,0 +1,34 @@
+# make demo: the closed-loop GPU autoscaling demo on this machine. make test: the whole test suite.
+# Both install what they need on a fresh Debian machine.
+PYTHON ?= python3
+TOOLS_BIN := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS_BIN):$(PATH)
+STAMP := .tools/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+.PHONY: install tools test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@mkdir -p .tools && rm -f .tools/.installed-* && touch $@
+
+install: $(STAMP)
+
+tools:
+	bash scripts/install-tools.sh
+
+test: install tools
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+
+# Until the closed-loop demo lands (loadtest/), run the exporter with simulated GPUs.
+demo: install tools
+	$(PYTHON) -m exporter --backend fake --fake-gpus 4 --address 127.0.0.1:9400
+
+lint: install
+	$(PYTHON) -m ruff check .
+
+bench: install
+	$(PYTHON) bench/exporter_scrape.py
+
+clean:
+	rm -rf .tools build *.egg-info .pytest_cache .ruff_cache

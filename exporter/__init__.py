@@ -1,0 +1,1 @@
+"""DCGM-compatible GPU metrics exporter built on NVML."""

@@ -1,0 +1,1 @@
+"""Backends read fields for a device; the collector never sees NVML or the fake state directly."""

@@ -1,0 +1,82 @@
+"""The contract every backend meets, and the backend-neutral errors the collector handles."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from exporter.entities import GpuEntity
+from exporter.fields import Field, Value
+
+DeviceMode = Literal["f", "g", "i", "g+i"]
+
+
+class BackendUnavailable(Exception):
+    """The whole backend is down (NVML not initialised, driver not loaded, library mismatch)."""
+
+
+class FieldNotSupported(Exception):
+    """This field can never be read on this entity; probe once, then omit it."""
+
+
+class FieldUnavailable(Exception):
+    """This field has no value right now (no data yet, implausible reading); skip it this collection."""
+
+
+class DeviceLost(Exception):
+    """The GPU behind this entity failed (fallen off the bus, unknown error); drop its series and retry."""
+
+
+class Backend(ABC):
+    """Reads fields for GPU entities.
+
+    ``open``/``entities`` raise BackendUnavailable; ``read``/``label`` raise FieldNotSupported,
+    FieldUnavailable or DeviceLost. Calls come from the collector thread only, except ``start_events``
+    which may run its own thread.
+    """
+
+    name: str
+
+    @abstractmethod
+    def open(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def begin_collection(self) -> None:
+        """Called once before each collection (e.g. to re-read simulated state, reset memoised calls)."""
+
+    @abstractmethod
+    def entities(self, mode: DeviceMode) -> list[GpuEntity]:
+        """Enumerate what to report on: GPUs and/or MIG GPU instances, per dcgm-exporter's ``-d`` mode."""
+
+    @abstractmethod
+    def read(self, entity: GpuEntity, field: Field) -> Value: ...
+
+    @abstractmethod
+    def label(self, entity: GpuEntity, field: Field) -> str: ...
+
+    def start_events(self) -> None:
+        """Start watching for XID events, if the backend has them."""
+
+    def stop_events(self) -> None: ...
+
+
+def select_entities(gpus: list[GpuEntity], instances: dict[int, list[GpuEntity]], mode: DeviceMode) -> list[GpuEntity]:
+    """Apply dcgm-exporter's device mode: ``f`` (flex) reports a GPU's instances when it has any, else the GPU."""
+    chosen: list[GpuEntity] = []
+    for gpu in gpus:
+        own = instances.get(gpu.gpu, [])
+        if mode == "f":
+            chosen.extend(own or [gpu])
+            continue
+        if "g" in mode:
+            chosen.append(gpu)
+        if "i" in mode:
+            chosen.extend(own)
+    return chosen
+
+
+def mig_profile_name(slice_count: int, memory_mb: int) -> str:
+    """DCGM's GPU_I_PROFILE string: slices and memory in GB rounded up, e.g. ``1g.10gb``."""
+    return f"{slice_count}g.{-(-memory_mb // 1024)}gb"

@@ -1,0 +1,387 @@
+"""Real GPUs through NVML (the ``pynvml`` module of nvidia-ml-py). Needs no root and no SYS_ADMIN."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.backends.base import (
+    Backend,
+    BackendUnavailable,
+    DeviceLost,
+    DeviceMode,
+    FieldNotSupported,
+    FieldUnavailable,
+    mig_profile_name,
+    select_entities,
+)
+from exporter.entities import GpuEntity
+from exporter.fields import Field, Value
+
+log = logging.getLogger("exporter.nvml")
+
+# NVML return codes by what they mean for the exporter (numbers from nvml.h; stable across releases).
+_BACKEND_DOWN = {1, 9, 12, 18}  # Uninitialized, DriverNotLoaded, LibraryNotFound, LibRmVersionMismatch
+_NOT_SUPPORTED = {3, 4, 13, 26}  # NotSupported, NoPermission, FunctionNotFound, Deprecated
+_DEVICE_LOST = {15, 16, 999}  # GpuIsLost, ResetRequired, Unknown
+_NOT_FOUND, _INVALID_ARGUMENT, _TIMEOUT = 6, 2, 10
+_NO_INSTANCE = 0xFFFFFFFF
+
+
+class NvmlMissing(Exception):
+    """NVML cannot be loaded at all: a deployment problem (no NVIDIA runtime), not a transient failure."""
+
+
+def _load_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
+        raise NvmlMissing(f"the nvidia-ml-py package is not installed ({exc})") from None
+    return pynvml
+
+
+def translate(exc: BaseException) -> Exception:
+    """Map an NVML exception to the backend-neutral error the collector acts on."""
+    code = getattr(exc, "value", None)
+    text = str(exc)
+    if type(exc).__name__ == "NVMLLibraryMismatchError":
+        return FieldNotSupported(f"driver lacks this call: {text}")
+    if code in _NOT_SUPPORTED:
+        return FieldNotSupported(text)
+    if code in _DEVICE_LOST:
+        return DeviceLost(text)
+    if code in _BACKEND_DOWN:
+        return BackendUnavailable(f"NVML: {text}")
+    return FieldUnavailable(text)
+
+
+class DeviceContext:
+    """What field readers see: the NVML module, the GPU handle, the MIG (or GPU) handle, memoised calls."""
+
+    def __init__(self, nv: Any, gpu: Any, dev: Any, xid: Callable[[], int | None],
+                 rates: dict[str, tuple[float, float]]) -> None:
+        self.nv, self.gpu, self.dev = nv, gpu, dev
+        self._xid = xid
+        self._rates = rates
+        self._memo: dict[Any, Any] = {}
+
+    def _once(self, key: Any, call: Callable[[], Any]) -> Any:
+        if key not in self._memo:
+            try:
+                self._memo[key] = call()
+            except Exception as exc:  # remember failures too, so sibling fields do not retry the call
+                self._memo[key] = exc
+        result = self._memo[key]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def memory(self) -> Any:
+        """Memory info v2 (``used`` excludes ``reserved``, as DCGM reads it on R510+ drivers)."""
+        return self._once("memory", lambda: self.nv.nvmlDeviceGetMemoryInfo(self.dev, version=self.nv.nvmlMemory_v2))
+
+    def utilization(self) -> Any:
+        return self._once("util", lambda: self.nv.nvmlDeviceGetUtilizationRates(self.dev))
+
+    def remapped_rows(self) -> Any:
+        return self._once("remap", lambda: self.nv.nvmlDeviceGetRemappedRows(self.gpu))
+
+    def temperature(self) -> int:
+        nv = self.nv
+        try:
+            return nv.nvmlDeviceGetTemperatureV(self.gpu, nv.NVML_TEMPERATURE_GPU)
+        except nv.NVMLError_FunctionNotFound:
+            return nv.nvmlDeviceGetTemperature(self.gpu, nv.NVML_TEMPERATURE_GPU)
+
+    def field_value(self, field_id: int, *, scope: int | None = None, as_uint: bool = False) -> Value:
+        """One NVML field value, decoded by its value type; a per-field error raises like a call would."""
+        request = (field_id, scope) if scope is not None else field_id
+        fv = self._once(("fv", field_id, scope), lambda: self.nv.nvmlDeviceGetFieldValues(self.gpu, [request])[0])
+        if fv.nvmlReturn != 0:
+            raise self.nv.NVMLError(fv.nvmlReturn)
+        if as_uint:  # DCGM's work-around for drivers that mislabel the value type (r545)
+            return int(fv.value.uiVal)
+        attr = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")[fv.valueType]
+        value = getattr(fv.value, attr)
+        return float(value) if fv.valueType == 0 else int(value)
+
+    def rate(self, key: str, counter: float) -> float:
+        """Per-second rate of a monotonically increasing counter since the previous collection; 0 at first."""
+        now = time.monotonic()
+        previous = self._rates.get(key)
+        self._rates[key] = (counter, now)
+        if previous is None or now <= previous[1] or counter < previous[0]:
+            return 0.0
+        return (counter - previous[0]) / (now - previous[1])
+
+    def last_xid(self) -> int:
+        xid = self._xid()
+        if xid is None:
+            raise FieldUnavailable("no XID seen since the exporter started")
+        return xid
+
+    @staticmethod
+    def unavailable(reason: str) -> FieldUnavailable:
+        return FieldUnavailable(reason)
+
+
+@dataclass
+class _Handles:
+    gpu: Any
+    dev: Any
+
+
+class XidWatcher:
+    """Waits for XID events on its own thread (NVML event sets are not thread-safe) and keeps the last one."""
+
+    def __init__(self, nv: Any, gpu_handles: Callable[[], dict[int, Any]]) -> None:
+        self._nv = nv
+        self._gpu_handles = gpu_handles
+        self._last: dict[tuple[int, int | None], tuple[int, float]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.events_total = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="xid-events", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def last(self, gpu: int, gpu_instance_id: int | None) -> int | None:
+        """The newest XID for this entity: one attributed to its GPU instance, or one for the whole GPU."""
+        candidates = [self._last.get((gpu, gpu_instance_id)), self._last.get((gpu, None))]
+        found = [c for c in candidates if c is not None]
+        return max(found, key=lambda c: c[1])[0] if found else None
+
+    def record(self, gpu: int, gpu_instance_id: int | None, xid: int) -> None:
+        self._last[(gpu, gpu_instance_id)] = (xid, time.monotonic())
+        self.events_total += 1
+
+    def _run(self) -> None:
+        nv = self._nv
+        while not self._stop.is_set():
+            try:
+                event_set = nv.nvmlEventSetCreate()
+            except nv.NVMLError as exc:
+                log.warning("XID events unavailable: %s", exc)
+                self._stop.wait(30)
+                continue
+            try:
+                by_address = self._register(event_set)
+                if not by_address:
+                    log.info("no GPU supports XID events; DCGM_FI_DEV_XID_ERRORS will stay absent")
+                    self._stop.wait(60)
+                    continue
+                self._wait_loop(event_set, by_address)
+            finally:
+                with contextlib.suppress(nv.NVMLError):
+                    nv.nvmlEventSetFree(event_set)
+
+    def _register(self, event_set: Any) -> dict[int, int]:
+        nv = self._nv
+        by_address: dict[int, int] = {}
+        for index, handle in self._gpu_handles().items():
+            try:
+                nv.nvmlDeviceRegisterEvents(handle, nv.nvmlEventTypeXidCriticalError, event_set)
+            except nv.NVMLError as exc:
+                log.info("GPU %d: XID events not available: %s", index, exc)
+                continue
+            by_address[ctypes.cast(handle, ctypes.c_void_p).value or 0] = index
+        return by_address
+
+    def _wait_loop(self, event_set: Any, by_address: dict[int, int]) -> None:
+        nv = self._nv
+        while not self._stop.is_set():
+            try:
+                data = nv.nvmlEventSetWait_v2(event_set, 500)
+            except nv.NVMLError as exc:
+                if getattr(exc, "value", None) == _TIMEOUT:
+                    continue
+                log.warning("XID event wait failed, re-registering: %s", exc)
+                self._stop.wait(5)
+                return
+            index = by_address.get(ctypes.cast(data.device, ctypes.c_void_p).value or 0)
+            if index is None:
+                continue
+            gi = None if data.gpuInstanceId == _NO_INSTANCE else int(data.gpuInstanceId)
+            self.record(index, gi, int(data.eventData))
+            log.warning("GPU %d%s: XID %d", index, f" GPU instance {gi}" if gi is not None else "", data.eventData)
+
+
+class NvmlBackend(Backend):
+    name = "nvml"
+
+    def __init__(self, nv: Any | None = None) -> None:
+        self._nv = nv
+        self._handles: dict[tuple[int, int | None], _Handles] = {}
+        self._gpu_handles: dict[int, Any] = {}
+        self._contexts: dict[tuple[int, int | None], DeviceContext] = {}
+        self._rates: dict[tuple[int, int | None], dict[str, tuple[float, float]]] = {}
+        self._initialised = False
+        self.xid = None  # type: XidWatcher | None
+
+    @property
+    def nv(self) -> Any:
+        if self._nv is None:
+            self._nv = _load_pynvml()
+        return self._nv
+
+    def open(self) -> None:
+        """Initialise NVML. A missing library raises NvmlMissing; other failures BackendUnavailable."""
+        nv = self.nv
+        try:
+            nv.nvmlInit()
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == 12:
+                raise NvmlMissing(
+                    "NVML library libnvidia-ml.so.1 not found: run on a GPU node with the NVIDIA driver, and in "
+                    "Kubernetes with the NVIDIA container runtime (runtimeClassName: nvidia)") from None
+            raise BackendUnavailable(f"NVML init failed: {exc}") from None
+        self._initialised = True
+
+    def close(self) -> None:
+        self.stop_events()
+        if self._initialised:
+            with contextlib.suppress(self.nv.NVMLError):
+                self.nv.nvmlShutdown()
+            self._initialised = False
+
+    def _ensure_open(self) -> None:
+        if not self._initialised:
+            self.open()
+
+    def begin_collection(self) -> None:
+        self._contexts.clear()
+
+    def entities(self, mode: DeviceMode) -> list[GpuEntity]:
+        nv = self.nv
+        try:
+            self._ensure_open()
+            count = nv.nvmlDeviceGetCount()
+        except nv.NVMLError as exc:
+            err = translate(exc)
+            if isinstance(err, BackendUnavailable):
+                self._initialised = False  # re-initialise on the next attempt
+            raise BackendUnavailable(str(err) or str(exc)) from None
+        gpus: list[GpuEntity] = []
+        instances: dict[int, list[GpuEntity]] = {}
+        handles: dict[tuple[int, int | None], _Handles] = {}
+        gpu_handles: dict[int, Any] = {}
+        for index in range(count):
+            try:
+                gpu, handle = self._describe_gpu(index)
+                gpu_handles[index] = handle
+                handles[gpu.key] = _Handles(handle, handle)
+                gpus.append(gpu)
+                for entity, mig_handle in self._describe_instances(gpu, handle):
+                    instances.setdefault(index, []).append(entity)
+                    handles[entity.key] = _Handles(handle, mig_handle)
+            except nv.NVMLError as exc:
+                err = translate(exc)
+                if isinstance(err, BackendUnavailable):
+                    raise err from None
+                log.warning("GPU %d skipped this collection: %s", index, exc)
+        self._handles, self._gpu_handles = handles, gpu_handles
+        return select_entities(gpus, instances, mode)
+
+    def _describe_gpu(self, index: int) -> tuple[GpuEntity, Any]:
+        nv = self.nv
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+        return GpuEntity(
+            gpu=index,
+            uuid=_text(nv.nvmlDeviceGetUUID(handle)),
+            pci_bus_id=_text(nv.nvmlDeviceGetPciInfo(handle).busId),
+            model_name=_text(nv.nvmlDeviceGetName(handle)),
+        ), handle
+
+    def _describe_instances(self, gpu: GpuEntity, handle: Any) -> list[tuple[GpuEntity, Any]]:
+        """MIG GPU instances of a GPU, compute instances folded into their GPU instance (as DCGM does)."""
+        nv = self.nv
+        try:
+            current, _pending = nv.nvmlDeviceGetMigMode(handle)
+        except nv.NVMLError as exc:
+            if isinstance(translate(exc), FieldNotSupported):
+                return []
+            raise
+        if current != nv.NVML_DEVICE_MIG_ENABLE:
+            return []
+        by_gi: dict[int, dict[str, Any]] = {}
+        for slot in range(nv.nvmlDeviceGetMaxMigDeviceCount(handle)):
+            try:
+                mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            except nv.NVMLError as exc:
+                if getattr(exc, "value", None) in (_NOT_FOUND, _INVALID_ARGUMENT):
+                    continue
+                raise
+            gi = int(nv.nvmlDeviceGetGpuInstanceId(mig))
+            entry = by_gi.setdefault(gi, {"handle": mig, "uuids": [], "profile": None})
+            entry["uuids"].append(_text(nv.nvmlDeviceGetUUID(mig)))
+            if entry["profile"] is None:
+                attrs = nv.nvmlDeviceGetAttributes(mig)
+                entry["profile"] = mig_profile_name(attrs.gpuInstanceSliceCount, attrs.memorySizeMB)
+        return [
+            (GpuEntity(gpu=gpu.gpu, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, model_name=gpu.model_name,
+                       gpu_instance_id=gi, gpu_instance_profile=entry["profile"],
+                       mig_uuids=tuple(sorted(entry["uuids"]))), entry["handle"])
+            for gi, entry in sorted(by_gi.items())
+        ]
+
+    def _context(self, entity: GpuEntity) -> DeviceContext:
+        ctx = self._contexts.get(entity.key)
+        if ctx is None:
+            handles = self._handles.get(entity.key)
+            if handles is None:
+                raise DeviceLost("not enumerated")
+            xid = self.xid
+            ctx = DeviceContext(
+                self.nv, handles.gpu, handles.dev,
+                (lambda: xid.last(entity.gpu, entity.gpu_instance_id)) if xid else (lambda: None),
+                self._rates.setdefault(entity.key, {}))
+            self._contexts[entity.key] = ctx
+        return ctx
+
+    def read(self, entity: GpuEntity, field: Field) -> Value:
+        return self._call(entity, field)
+
+    def label(self, entity: GpuEntity, field: Field) -> str:
+        return str(self._call(entity, field))
+
+    def _call(self, entity: GpuEntity, field: Field) -> Any:
+        if field.nvml is None:
+            raise FieldNotSupported(f"{field.name} has no NVML source in this exporter")
+        ctx = self._context(entity)
+        try:
+            return field.nvml(ctx)
+        except (FieldNotSupported, FieldUnavailable, DeviceLost, BackendUnavailable):
+            raise
+        except Exception as exc:
+            if isinstance(exc, self.nv.NVMLError) or type(exc).__name__ == "NVMLLibraryMismatchError":
+                err = translate(exc)
+                if isinstance(err, BackendUnavailable):
+                    self._initialised = False
+                raise err from None
+            raise
+
+    def start_events(self) -> None:
+        if self.xid is None:
+            self.xid = XidWatcher(self.nv, lambda: dict(self._gpu_handles))
+            self.xid.start()
+
+    def stop_events(self) -> None:
+        if self.xid is not None:
+            self.xid.stop()
+            self.xid = None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

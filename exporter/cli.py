@@ -1,0 +1,211 @@
+"""``gpu-exporter``: dcgm-exporter's flags and environment variables, plus the backend choice."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from exporter.backends.base import Backend, BackendUnavailable
+from exporter.collector import Collector, CollectorOptions, PodAttribution
+from exporter.counters import CountersError, load_counters
+from exporter.server import AddressError, MetricsServer
+
+DCGM_DEFAULT_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
+DEFAULT_KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+log = logging.getLogger("exporter")
+
+
+class BackendName(StrEnum):
+    nvml = "nvml"
+    fake = "fake"
+
+
+class GpuIdType(StrEnum):
+    uid = "uid"
+    device_name = "device-name"
+
+
+class HostnameLabel(StrEnum):
+    Hostname = "Hostname"
+    hostname = "hostname"
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class StartupError(Exception):
+    """A one-line reason the exporter cannot start."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+def serve(
+    address: Annotated[str, typer.Option("-a", "--address", envvar="DCGM_EXPORTER_LISTEN",
+                                         help="Listen address, e.g. :9400 or [::]:9400.")] = ":9400",
+    collect_interval: Annotated[int, typer.Option("-c", "--collect-interval", envvar="DCGM_EXPORTER_INTERVAL",
+                                                  min=100, help="Sampling interval in milliseconds.")] = 1000,
+    collectors: Annotated[str | None, typer.Option(
+        "-f", "--collectors", envvar="DCGM_EXPORTER_COLLECTORS",
+        help="dcgm-exporter counters CSV. Default: /etc/dcgm-exporter/default-counters.csv when present, "
+             "else the built-in dcgm-exporter default set.")] = None,
+    kubernetes: Annotated[bool, typer.Option("-k", "--kubernetes", envvar="DCGM_EXPORTER_KUBERNETES",
+                                             help="Add pod/namespace/container labels from the kubelet.")] = False,
+    pod_resources_kubelet_socket: Annotated[str, typer.Option(
+        "--pod-resources-kubelet-socket", envvar="DCGM_POD_RESOURCES_KUBELET_SOCKET")] = DEFAULT_KUBELET_SOCKET,
+    kubernetes_gpu_id_type: Annotated[GpuIdType, typer.Option(
+        "--kubernetes-gpu-id-type", envvar="DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE",
+        help="Match device-plugin IDs as GPU UUIDs (uid) or nvidiaN names (device-name, GKE).")] = GpuIdType.uid,
+    nvidia_resource_names: Annotated[str, typer.Option(
+        "--nvidia-resource-names", envvar="NVIDIA_RESOURCE_NAMES",
+        help="Comma-separated extra GPU resource names, e.g. nvidia.com/gpu.shared.")] = "",
+    pod_resources_refresh_interval: Annotated[int, typer.Option(
+        "--pod-resources-refresh-interval", envvar="GPU_EXPORTER_POD_RESOURCES_REFRESH_INTERVAL", min=100,
+        help="How often to ask the kubelet for GPU allocations, in milliseconds.")] = 2000,
+    devices: Annotated[str, typer.Option("-d", "--devices", envvar="DCGM_EXPORTER_DEVICES_STR",
+                                         help="f (MIG instances where present, else GPUs), g, i or g+i.")] = "f",
+    no_hostname: Annotated[bool, typer.Option("-n", "--no-hostname", envvar="DCGM_EXPORTER_NO_HOSTNAME")] = False,
+    hostname_label: Annotated[HostnameLabel, typer.Option(
+        "--hostname-label", envvar="GPU_EXPORTER_HOSTNAME_LABEL",
+        help="Hostname (dcgm-exporter <= 4.5.x-4.8.2) or hostname (4.6.0-4.8.3 and later).")] = HostnameLabel.Hostname,
+    replace_blanks_in_model_name: Annotated[bool, typer.Option(
+        "--replace-blanks-in-model-name", envvar="DCGM_EXPORTER_REPLACE_BLANKS_IN_MODEL_NAME")] = False,
+    backend: Annotated[BackendName, typer.Option("--backend", envvar="GPU_EXPORTER_BACKEND")] = BackendName.nvml,
+    fake_gpus: Annotated[int, typer.Option("--fake-gpus", envvar="GPU_EXPORTER_FAKE_GPUS", min=1, max=1024,
+                                           help="Number of simulated GPUs (fake backend).")] = 2,
+    fake_state: Annotated[str | None, typer.Option(
+        "--fake-state", envvar="GPU_EXPORTER_FAKE_STATE",
+        help="JSON state file for the simulated GPUs, re-read at every collection.")] = None,
+    fake_seed: Annotated[str, typer.Option("--fake-seed", envvar="GPU_EXPORTER_FAKE_SEED",
+                                           help="Varies the simulated GPU UUIDs.")] = "",
+    log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DCGM_EXPORTER_LOG_FORMAT")] = LogFormat.text,
+    debug: Annotated[bool, typer.Option("--debug", envvar="DCGM_EXPORTER_DEBUG")] = False,
+) -> None:
+    """Export NVIDIA GPU metrics with dcgm-exporter's names and labels."""
+    setup_logging(log_format.value, debug)
+    if devices not in ("f", "g", "i", "g+i"):
+        raise StartupError(f"--devices {devices!r}: expected f, g, i or g+i (device ranges are not supported)")
+    counters = load_counters(_counters_path(collectors))
+    gpu_backend = open_backend(backend.value, fake_gpus, fake_state, fake_seed)
+    pods = None
+    watcher = None
+    if kubernetes:
+        from exporter.podresources.client import PodResourcesWatcher
+
+        watcher = PodResourcesWatcher(pod_resources_kubelet_socket, pod_resources_refresh_interval / 1000.0)
+        watcher.refresh_once()
+        watcher.start()
+        extra = frozenset(n.strip() for n in nvidia_resource_names.split(",") if n.strip())
+        pods = PodAttribution(watcher.snapshot, kubernetes_gpu_id_type.value, extra)  # type: ignore[arg-type]
+    options = CollectorOptions(
+        interval_s=collect_interval / 1000.0,
+        device_mode=devices,  # type: ignore[arg-type]
+        hostname_label=None if no_hostname else hostname_label.value,
+        hostname=os.environ.get("NODE_NAME") or socket.gethostname(),
+        replace_blanks_in_model_name=replace_blanks_in_model_name,
+        pods=pods,
+    )
+    try:
+        server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health())
+    except AddressError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    collector = Collector(gpu_backend, counters, options)
+    collector.start()
+    server.start()
+    log.info("serving %d fields from the %s backend on %s every %d ms%s", len(counters), gpu_backend.name,
+             address, collect_interval, " with pod labels" if kubernetes else "")
+    _wait_for_signal()
+    log.info("shutting down")
+    server.stop()
+    collector.stop()
+    if watcher is not None:
+        watcher.stop()
+    gpu_backend.close()
+
+
+def _counters_path(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    return DCGM_DEFAULT_COUNTERS if Path(DCGM_DEFAULT_COUNTERS).is_file() else None
+
+
+def open_backend(name: str, fake_gpus: int, fake_state: str | None, fake_seed: str) -> Backend:
+    if name == "fake":
+        from exporter.backends.fake import FakeBackend, FakeStateError
+
+        fake = FakeBackend(fake_gpus, fake_state, seed=fake_seed)
+        try:
+            fake.open()
+        except FakeStateError as exc:
+            raise StartupError(str(exc)) from None
+        return fake
+    from exporter.backends.nvml import NvmlBackend, NvmlMissing
+
+    nvml = NvmlBackend()
+    try:
+        nvml.open()
+    except NvmlMissing as exc:
+        raise StartupError(str(exc), code=1) from None
+    except BackendUnavailable as exc:
+        log.error("%s; serving /health 503 and retrying every collection", exc)
+    return nvml
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(3600):
+        pass
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"time": self.formatTime(record), "level": record.levelname.lower(),
+                           "logger": record.name, "msg": record.getMessage()})
+
+
+def setup_logging(fmt: str, debug: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
+    try:
+        app(args=argv, prog_name="gpu-exporter", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: unknown flag, bad value
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        print(f"gpu-exporter: error: {' '.join(message.split())}", file=sys.stderr)
+        sys.exit(2)
+    except (StartupError, CountersError) as exc:
+        print(f"gpu-exporter: error: {exc}", file=sys.stderr)
+        sys.exit(getattr(exc, "code", 2))

@@ -1,0 +1,200 @@
+"""The field table: one row per DCGM field the exporter can produce.
+
+A row says what dcgm-exporter calls the field, its Prometheus type, unit and help text, whether DCGM scopes it
+to the physical GPU (copied onto every MIG instance) or to the GPU instance, how the NVML backend reads it,
+and the idle value the fake backend reports when a state file does not set it.
+
+NVML readers take a context (see ``exporter.backends.nvml.DeviceContext``) that memoises calls shared by
+several rows (memory info, utilisation rates, remapped rows, field values) within one collection, so eight
+framebuffer/utilisation rows cost two NVML calls, not eight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["gauge", "counter", "label"]
+Level = Literal["gpu", "instance"]
+Value = int | float
+NvmlReader = Callable[[Any], Any]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: Kind
+    unit: str
+    help: str
+    level: Level
+    idle: Value | str
+    nvml: NvmlReader | None
+    """None: NVML has no equivalent this exporter reads yet; the field is reported unsupported (omitted)."""
+
+    @property
+    def is_label(self) -> bool:
+        return self.kind == "label"
+
+
+def _fb(attr: str) -> NvmlReader:
+    return lambda c: getattr(c.memory(), attr) // MIB
+
+
+def _temperature(c: Any) -> int:
+    value = c.temperature()
+    if value > 200:  # DCGM discards implausible readings rather than reporting them
+        raise c.unavailable("temperature above 200 C discarded")
+    return value
+
+
+def _memory_temp(c: Any) -> int:
+    value = c.field_value(c.nv.NVML_FI_DEV_MEMORY_TEMP, as_uint=True)
+    if value > 200:
+        raise c.unavailable("memory temperature above 200 C discarded")
+    return value
+
+
+def _nvlink_bandwidth(c: Any) -> int:
+    """DCGM's NVLink rate: delta of RX+TX KiB counters over all links, per second, divided by 1000."""
+    all_links = 0xFFFFFFFF
+    rx = c.field_value(c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, scope=all_links)
+    tx = c.field_value(c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope=all_links)
+    return int(c.rate("nvlink_kib", rx + tx) / 1000)
+
+
+def _vgpu_license(c: Any) -> int:
+    features = c.nv.nvmlDeviceGetGridLicensableFeatures(c.gpu)
+    if not features.isGridLicenseSupported:
+        return 0
+    for i in range(features.licensableFeaturesCount):
+        feature = features.gridLicensableFeatures[i]
+        if feature.featureCode == c.nv.NVML_GRID_LICENSE_FEATURE_CODE_VGPU:
+            return 1 if feature.featureState > 0 else 0
+    return 0
+
+
+def _pcie_throughput(counter_name: str) -> NvmlReader:
+    return lambda c: c.nv.nvmlDeviceGetPcieThroughput(c.gpu, getattr(c.nv, counter_name))
+
+
+def _violation(field_name: str) -> NvmlReader:
+    return lambda c: c.field_value(getattr(c.nv, field_name))
+
+
+def _ecc(field_name: str) -> NvmlReader:
+    return lambda c: c.field_value(getattr(c.nv, field_name))
+
+
+def _str(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_F = Field
+_G: Level = "gpu"
+_I: Level = "instance"
+
+FIELDS: tuple[Field, ...] = (
+    _F("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "SM clock frequency (in MHz).", _G, 1980,
+       lambda c: c.nv.nvmlDeviceGetClockInfo(c.gpu, c.nv.NVML_CLOCK_SM)),
+    _F("DCGM_FI_DEV_MEM_CLOCK", "gauge", "MHz", "Memory clock frequency (in MHz).", _G, 2619,
+       lambda c: c.nv.nvmlDeviceGetClockInfo(c.gpu, c.nv.NVML_CLOCK_MEM)),
+    _F("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "C", "Memory temperature (in C).", _G, 34, _memory_temp),
+    _F("DCGM_FI_DEV_GPU_TEMP", "gauge", "C", "GPU temperature (in C).", _G, 31, _temperature),
+    _F("DCGM_FI_DEV_POWER_USAGE", "gauge", "W", "Power draw (in W).", _G, 71.5,
+       lambda c: c.nv.nvmlDeviceGetPowerUsage(c.gpu) / 1000.0),
+    _F("DCGM_FI_DEV_POWER_USAGE_INSTANT", "gauge", "W", "Current instantaneous power usage of the device in Watts.",
+       _G, 71.5, lambda c: c.field_value(c.nv.NVML_FI_DEV_POWER_INSTANT) / 1000.0),
+    _F("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "mJ", "Total energy consumption since boot (in mJ).", _G,
+       0, lambda c: c.nv.nvmlDeviceGetTotalEnergyConsumption(c.gpu)),
+    _F("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "counter", "KB",
+       "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", _G, 0,
+       _pcie_throughput("NVML_PCIE_UTIL_TX_BYTES")),
+    _F("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "counter", "KB",
+       "Total number of bytes received through PCIe RX (in KB) via NVML.", _G, 0,
+       _pcie_throughput("NVML_PCIE_UTIL_RX_BYTES")),
+    _F("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "count", "Total number of PCIe retries.", _G, 0,
+       lambda c: c.nv.nvmlDeviceGetPcieReplayCounter(c.gpu)),
+    _F("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", _I, 0, lambda c: c.utilization().gpu),
+    _F("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", "Memory utilization (in %).", _I, 0,
+       lambda c: c.utilization().memory),
+    _F("DCGM_FI_DEV_ENC_UTIL", "gauge", "%", "Encoder utilization (in %).", _I, 0,
+       lambda c: c.nv.nvmlDeviceGetEncoderUtilization(c.dev)[0]),
+    _F("DCGM_FI_DEV_DEC_UTIL", "gauge", "%", "Decoder utilization (in %).", _I, 0,
+       lambda c: c.nv.nvmlDeviceGetDecoderUtilization(c.dev)[0]),
+    _F("DCGM_FI_DEV_XID_ERRORS", "gauge", "xid", "Value of the last XID error encountered.", _I, 0,
+       lambda c: c.last_xid()),
+    _F("DCGM_FI_DEV_POWER_VIOLATION", "counter", "ns", "Throttling duration due to power constraints (in ns).",
+       _G, 0, _violation("NVML_FI_DEV_PERF_POLICY_POWER")),
+    _F("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "ns",
+       "Throttling duration due to thermal constraints (in ns).", _G, 0,
+       _violation("NVML_FI_DEV_PERF_POLICY_THERMAL")),
+    _F("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", "counter", "ns",
+       "Throttling duration due to sync-boost constraints (in ns).", _G, 0,
+       _violation("NVML_FI_DEV_PERF_POLICY_SYNC_BOOST")),
+    _F("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "counter", "ns",
+       "Throttling duration due to board limit constraints (in ns).", _G, 0,
+       _violation("NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT")),
+    _F("DCGM_FI_DEV_LOW_UTIL_VIOLATION", "counter", "ns", "Throttling duration due to low utilization (in ns).",
+       _G, 0, _violation("NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION")),
+    _F("DCGM_FI_DEV_RELIABILITY_VIOLATION", "counter", "ns",
+       "Throttling duration due to reliability constraints (in ns).", _G, 0,
+       _violation("NVML_FI_DEV_PERF_POLICY_RELIABILITY")),
+    _F("DCGM_FI_DEV_FB_TOTAL", "gauge", "MiB", "Framebuffer memory total (in MiB).", _I, 81559, _fb("total")),
+    _F("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "Framebuffer memory free (in MiB).", _I, 80968, _fb("free")),
+    _F("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "Framebuffer memory used (in MiB).", _I, 0, _fb("used")),
+    _F("DCGM_FI_DEV_FB_RESERVED", "gauge", "MiB", "Framebuffer memory reserved (in MiB).", _I, 591,
+       _fb("reserved")),
+    _F("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "count", "Total number of single-bit volatile ECC errors.", _G,
+       0, _ecc("NVML_FI_DEV_ECC_SBE_VOL_TOTAL")),
+    _F("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "count", "Total number of double-bit volatile ECC errors.", _G,
+       0, _ecc("NVML_FI_DEV_ECC_DBE_VOL_TOTAL")),
+    _F("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "count", "Total number of single-bit persistent ECC errors.",
+       _G, 0, _ecc("NVML_FI_DEV_ECC_SBE_AGG_TOTAL")),
+    _F("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "count", "Total number of double-bit persistent ECC errors.",
+       _G, 0, _ecc("NVML_FI_DEV_ECC_DBE_AGG_TOTAL")),
+    _F("DCGM_FI_DEV_RETIRED_DBE", "counter", "pages", "Total number of retired pages due to double-bit errors.",
+       _G, 0, _ecc("NVML_FI_DEV_RETIRED_DBE")),
+    _F("DCGM_FI_DEV_RETIRED_PENDING", "counter", "pages", "Total number of pages pending retirement.", _G, 0,
+       _ecc("NVML_FI_DEV_RETIRED_PENDING")),
+    _F("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge", "MB/s",
+       "Total number of NVLink bandwidth counters for all lanes", _G, 0, _nvlink_bandwidth),
+    _F("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "0/1", "vGPU License status", _G, 0, _vgpu_license),
+    _F("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "rows",
+       "Number of remapped rows for uncorrectable errors", _G, 0, lambda c: c.remapped_rows()[1]),
+    _F("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "rows", "Number of remapped rows for correctable errors",
+       _G, 0, lambda c: c.remapped_rows()[0]),
+    _F("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "0/1", "Whether remapping of rows has failed", _G, 0,
+       lambda c: c.remapped_rows()[3]),
+    # Profiling fields. On Hopper and newer NVML's GPM API can produce them; until the GPM reader lands they are
+    # reported unsupported by the NVML backend (omitted, never 0). The fake backend simulates them.
+    _F("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", "Ratio of time the graphics engine is active.", _I, 0.0,
+       None),
+    _F("DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio",
+       "The ratio of cycles an SM has at least 1 warp assigned.", _I, 0.0, None),
+    _F("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio",
+       "The ratio of number of warps resident on an SM.", _I, 0.0, None),
+    _F("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio",
+       "Ratio of cycles the tensor (HMMA) pipe is active.", _I, 0.0, None),
+    _F("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio",
+       "Ratio of cycles the device memory interface is active sending or receiving data.", _I, 0.0, None),
+    _F("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "B/s",
+       "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - "
+       "in bytes per second.", _G, 0, None),
+    _F("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "B/s",
+       "The rate of data received over the PCIe bus - including both protocol headers and data payloads - "
+       "in bytes per second.", _G, 0, None),
+    # Label fields: attached as labels named after the field on every GPU series.
+    _F("DCGM_FI_DRIVER_VERSION", "label", "", "Driver Version", _G, "550.54.15",
+       lambda c: _str(c.nv.nvmlSystemGetDriverVersion())),
+    _F("DCGM_FI_NVML_VERSION", "label", "", "NVML Version", _G, "12.550.54.15",
+       lambda c: _str(c.nv.nvmlSystemGetNVMLVersion())),
+    _F("DCGM_FI_DEV_SERIAL", "label", "", "Device Serial Number", _G, "",
+       lambda c: _str(c.nv.nvmlDeviceGetSerial(c.gpu))),
+    _F("DCGM_FI_DEV_VBIOS_VERSION", "label", "", "VBIOS version of the device", _G, "",
+       lambda c: _str(c.nv.nvmlDeviceGetVbiosVersion(c.gpu))),
+)
+
+FIELDS_BY_NAME: Mapping[str, Field] = {f.name: f for f in FIELDS}

@@ -1,0 +1,1 @@
+"""Kubelet PodResources API: generated gRPC stubs (``v1``) and a small client."""

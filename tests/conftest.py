@@ -1,0 +1,3 @@
+"""Shared fixtures: a real Prometheus, a real PodResources gRPC server, a binding-level fake NVML."""
+
+pytest_plugins = ["tests.support.prometheus", "tests.podresources_server"]

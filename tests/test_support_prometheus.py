@@ -1,0 +1,98 @@
+"""The real-Prometheus test helper scrapes a loopback exporter and cleans up after itself."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.support.prometheus import PrometheusServer
+
+# Registered as a plugin (not imported at module level) so pytest can rewrite its asserts without warning.
+
+METRICS_BODY = b'# TYPE test_metric gauge\ntest_metric{a="b"} 42\n'
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path.split("?")[0] != "/metrics":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(METRICS_BODY)))
+        self.end_headers()
+        self.wfile.write(METRICS_BODY)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def exporter() -> Iterator[str]:
+    """Serve METRICS_BODY on a loopback port; yield its ``host:port``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        import psutil
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return not psutil.pid_exists(pid)
+
+
+def test_scrapes_exporter_and_stops_cleanly(
+    exporter: str, prometheus_factory: Callable[..., PrometheusServer]
+) -> None:
+    from tests.support.prometheus import PrometheusError
+
+    prom = prometheus_factory([(exporter, {"env": "test"})], job="unit")
+    result = prom.wait_for("test_metric", timeout=10)
+
+    assert len(result) == 1
+    sample = result[0]
+    assert sample["metric"]["a"] == "b"
+    assert sample["metric"]["job"] == "unit"
+    assert sample["metric"]["env"] == "test"
+    assert float(sample["value"][1]) == 42.0
+
+    [target] = prom.targets()
+    assert target["health"] == "up"
+    assert target["scrapeUrl"] == f"http://{exporter}/metrics"
+
+    with pytest.raises(PrometheusError, match="bad_data"):
+        prom.query("test_metric{")
+
+    pid, tmpdir = prom.pid, prom.tmpdir
+    prom.stop()
+    assert prom.process.returncode is not None
+    assert _process_gone(pid)
+    assert not tmpdir.exists()
+    prom.stop()  # idempotent
+
+
+def test_context_manager_and_startup_failure() -> None:
+    from tests.support.prometheus import PrometheusError, PrometheusServer, free_port
+
+    with PrometheusServer([f"127.0.0.1:{free_port()}"]) as prom:
+        assert prom.query("vector(1)")[0]["value"][1] == "1"
+        pid = prom.pid
+    assert _process_gone(pid)
+
+    with pytest.raises(PrometheusError, match="exited with code"):
+        PrometheusServer([], extra_args=["--no-such-flag"])
