@@ -12,6 +12,9 @@ Typical use::
         fake_nvml.fail("nvmlDeviceGetTemperature", pynvml.NVML_ERROR_GPU_IS_LOST, gpu=1)
         ...
 
+To use the fixture from another test module write ``fake_nvml = fakenvml.fake_nvml`` at module level
+(importing it by name trips ruff's F811 on every test parameter) or import it in a ``conftest.py``.
+
 Model attributes may be changed at any time; wrap multi-attribute updates in ``with fake.lock:`` when
 backend threads are running.  Most scalar attributes accept ``None`` to mean "not supported".
 """
@@ -381,7 +384,6 @@ class _EventSet:
 class _GpmSample:
     memory: ctypes.Array[ctypes.c_ubyte]
     source: _FakeDevice | None = None
-    timestamp: float = 0.0
 
 
 class _FakeFunction:
@@ -406,7 +408,9 @@ class _FakeLib:
     def __getattr__(self, name: str) -> _FakeFunction:
         fake = self._fake
         if name not in _SPECS or name in fake.hidden_symbols:
-            fake.missing_symbols[name] += 1
+            if name.startswith("nvml"):
+                with fake.lock:
+                    fake.missing_symbols[name] += 1
             raise AttributeError(name)
         return self._functions.setdefault(name, _FakeFunction(fake, name))
 
@@ -422,9 +426,7 @@ class FakeNvml:
         nvml_version: str = "12.550.90.07",
         cuda_version: int = 12040,
     ) -> None:
-        self.gpus: list[FakeGpu] = (
-            [FakeGpu(index=i) for i in range(gpus)] if isinstance(gpus, int) else list(gpus)
-        )
+        self.gpus: list[FakeGpu] = [FakeGpu(index=i) for i in range(gpus)] if isinstance(gpus, int) else list(gpus)
         for pos, gpu in enumerate(self.gpus):
             if gpu.index != pos:
                 raise ValueError(f"FakeGpu at position {pos} has index {gpu.index}")
@@ -486,9 +488,7 @@ class FakeNvml:
         found = self._resolve(address_of(handle))
         return (found[1] or found[0]) if found else None
 
-    def inject_event(
-        self, gpu_index: int, event_type: int, data: int, gi: int = NO_ID, ci: int = NO_ID
-    ) -> int:
+    def inject_event(self, gpu_index: int, event_type: int, data: int, gi: int = NO_ID, ci: int = NO_ID) -> int:
         """Queue an event on every event set registered for it; returns how many sets got it."""
         with self.lock:
             delivered = 0
@@ -990,7 +990,7 @@ class FakeNvml:
             return pynvml.NVML_ERROR_INVALID_ARGUMENT
         if not gpu.gpm_supported:
             return pynvml.NVML_ERROR_NOT_SUPPORTED
-        slot.source, slot.timestamp = source, time.monotonic()
+        slot.source = source
         return _OK
 
     @_sym("nvmlGpmSampleGet")

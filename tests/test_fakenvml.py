@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import pynvml
 import pytest
 
+from tests import fakenvml
 from tests.fakenvml import (
     MIB,
     NO_ID,
@@ -20,11 +22,11 @@ from tests.fakenvml import (
     install_fake_nvml,
 )
 
-pytest_plugins = ["tests.fakenvml"]
+fake_nvml = fakenvml.fake_nvml  # re-exported fixture (an import would trip ruff's F811)
 
 
 @pytest.fixture
-def nvml(fake_nvml: FakeNvml) -> FakeNvml:
+def nvml(fake_nvml: FakeNvml) -> Iterator[FakeNvml]:
     """The default fake, initialised through pynvml and shut down afterwards."""
     pynvml.nvmlInit()
     yield fake_nvml
@@ -153,8 +155,8 @@ def test_identity_strings_and_pci(nvml: FakeNvml) -> None:
     assert pynvml.nvmlDeviceGetBrand(h) == pynvml.NVML_BRAND_NVIDIA
     assert pynvml.nvmlDeviceGetMinorNumber(h) == 1
     pci = pynvml.nvmlDeviceGetPciInfo(h)
-    assert pci.busId == b"00000000:2A:00.0" == gpu.pci_bus_id.encode()
-    assert pci.busIdLegacy == b"0000:2A:00.0"
+    assert pci.busId == "00000000:2A:00.0" == gpu.pci_bus_id  # pynvml structs decode char arrays
+    assert pci.busIdLegacy == "0000:2A:00.0"
     assert (pci.domain, pci.bus, pci.device) == (0, 0x2A, 0)
     assert pci.pciDeviceId == 0x233010DE
     assert pynvml.nvmlSystemGetDriverVersion() == "550.90.07"
@@ -169,7 +171,7 @@ def test_custom_gpu_model() -> None:
         h = handle(0)
         assert pynvml.nvmlDeviceGetName(h) == "NVIDIA A100-SXM4-40GB"
         pci = pynvml.nvmlDeviceGetPciInfo_v3(h)
-        assert (pci.domain, pci.bus, pci.busId) == (1, 0xC1, b"00000001:C1:00.0")
+        assert (pci.domain, pci.bus, pci.busId) == (1, 0xC1, "00000001:C1:00.0")
         with pytest.raises(pynvml.NVMLError_NotSupported):
             pynvml.nvmlDeviceGetSerial(h)
         pynvml.nvmlShutdown()
@@ -285,7 +287,7 @@ def test_grid_licensable_features(nvml: FakeNvml) -> None:
     feature = info.gridLicensableFeatures[0]
     assert feature.featureCode == pynvml.NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE
     assert (feature.featureState, feature.featureEnabled) == (1, 1)
-    assert feature.licenseInfo == b"licensed until 2030"
+    assert feature.licenseInfo == "licensed until 2030"
 
 
 # --------------------------------------------------------------------------- error injection and counters
@@ -484,9 +486,7 @@ def test_event_wait_wakes_on_injection_without_blocking_other_calls(nvml: FakeNv
     event_set = pynvml.nvmlEventSetCreate()
     pynvml.nvmlDeviceRegisterEvents(handle(0), pynvml.nvmlEventTypeXidCriticalError, event_set)
     received: list[int] = []
-    waiter = threading.Thread(
-        target=lambda: received.append(pynvml.nvmlEventSetWait_v2(event_set, 5000).eventData)
-    )
+    waiter = threading.Thread(target=lambda: received.append(pynvml.nvmlEventSetWait_v2(event_set, 5000).eventData))
     waiter.start()
     time.sleep(0.05)
     start = time.monotonic()

@@ -302,6 +302,8 @@ class FakeBackend(Backend):
 
     # -- reading -----------------------------------------------------------------------------------
     def read(self, entity: GpuEntity, field: Field) -> Value:
+        if self._state.nvml_error:
+            raise BackendUnavailable(self._state.nvml_error)
         gpu = self._gpu(entity.gpu)
         if gpu.lost:
             raise DeviceLost("GPU is lost (simulated)")
