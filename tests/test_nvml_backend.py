@@ -1,0 +1,240 @@
+"""The NVML backend through the real pynvml module, with only libnvidia-ml's C functions simulated."""
+
+from __future__ import annotations
+
+import time
+
+import pynvml
+import pytest
+
+from exporter.backends.base import BackendUnavailable, DeviceLost, FieldNotSupported, FieldUnavailable
+from exporter.backends.nvml import NvmlBackend, NvmlMissing, translate
+from exporter.collector import Collector, CollectorOptions
+from exporter.counters import load_counters
+from tests import fakenvml
+from tests.exporter_helpers import parse_metrics, series, value
+from tests.fakenvml import MIB, FakeNvml
+
+fake_nvml = fakenvml.fake_nvml
+
+
+def collector_for(fake: FakeNvml, **opts: object) -> tuple[Collector, NvmlBackend]:
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    return Collector(backend, load_counters(None), CollectorOptions(hostname="n1", **opts)), backend  # type: ignore[arg-type]
+
+
+def scrape(collector: Collector) -> list:
+    collector.collect_once()
+    return parse_metrics(collector.snapshot.body.decode())
+
+
+def test_identity_and_default_fields_with_dcgm_conversions(fake_nvml: FakeNvml) -> None:
+    gpu0 = fake_nvml.gpus[0]
+    gpu0.power_mw = 312_345
+    gpu0.gpu_util, gpu0.mem_util = 77, 12
+    gpu0.memory = fakenvml.FakeMemory(total=81559 * MIB, reserved=567 * MIB, used=30000 * MIB + 123)
+    collector, backend = collector_for(fake_nvml)
+    try:
+        rows = scrape(collector)
+    finally:
+        backend.close()
+    labels = series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0")[0][1]
+    assert labels["UUID"] == gpu0.uuid and labels["pci_bus_id"] == gpu0.pci_bus_id
+    assert labels["modelName"] == "NVIDIA H100 80GB HBM3" and labels["device"] == "nvidia0"
+    assert labels["DCGM_FI_DRIVER_VERSION"] == fake_nvml.driver_version
+    assert value(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == 77
+    assert value(rows, "DCGM_FI_DEV_MEM_COPY_UTIL", gpu="0") == 12
+    assert value(rows, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 312.345  # mW -> W as a float
+    assert value(rows, "DCGM_FI_DEV_FB_USED", gpu="0") == 30000  # bytes -> MiB, truncated like DCGM
+    assert value(rows, "DCGM_FI_DEV_FB_RESERVED", gpu="0") == 567
+    assert value(rows, "DCGM_FI_DEV_FB_TOTAL", gpu="0") == 81559
+    assert value(rows, "DCGM_FI_DEV_FB_FREE", gpu="0") == (81559 - 567 - 30000) - 1  # free bytes floor to MiB
+    assert value(rows, "DCGM_FI_DEV_SM_CLOCK", gpu="0") == 1980
+    assert value(rows, "DCGM_FI_DEV_MEM_CLOCK", gpu="0") == 2619
+    assert value(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0") == 36
+    assert value(rows, "DCGM_FI_DEV_MEMORY_TEMP", gpu="0") == 44
+    assert value(rows, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == 1_234_567_890
+    assert value(rows, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_VGPU_LICENSE_STATUS", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="0") == 0  # first sample of a rate
+    # no XID yet, and profiling fields need GPM: omitted, never 0
+    assert not series(rows, "DCGM_FI_DEV_XID_ERRORS")
+    assert not series(rows, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_PROF_GR_ENGINE_ACTIVE") == 0
+
+
+def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
+    collector, backend = collector_for(fake_nvml)
+    try:
+        scrape(collector)
+        gpu0 = fake_nvml.gpus[0]
+        with fake_nvml.lock:
+            gpu0.nvlink_rx_kib = [kib + 50_000 for kib in gpu0.nvlink_rx_kib]
+        time.sleep(0.5)
+        rows = scrape(collector)
+    finally:
+        backend.close()
+    # DCGM: delta KiB (RX+TX over all links) / seconds / 1000 -> ~ 18 links * 50,000 KiB / 0.5 s / 1000 = 1800
+    rate = value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="0")
+    assert 1200 < rate < 1850
+    assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == 0
+
+
+def test_not_supported_is_probed_once_then_omitted(fake_nvml: FakeNvml) -> None:
+    fake_nvml.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=1)
+    fake_nvml.gpus[1].memory_temp_c = None  # per-field NOT_SUPPORTED inside nvmlDeviceGetFieldValues
+    collector, backend = collector_for(fake_nvml)
+    try:
+        for _ in range(3):
+            rows = scrape(collector)
+    finally:
+        backend.close()
+    assert fake_nvml.gpu_calls[("nvmlDeviceGetPowerUsage", 1)] == 1
+    assert fake_nvml.gpu_calls[("nvmlDeviceGetPowerUsage", 0)] == 3
+    assert not series(rows, "DCGM_FI_DEV_POWER_USAGE", gpu="1")
+    assert not series(rows, "DCGM_FI_DEV_MEMORY_TEMP", gpu="1")
+    assert series(rows, "DCGM_FI_DEV_MEMORY_TEMP", gpu="0")
+    assert value(rows, "gpu_exporter_field_supported", gpu="1", field="DCGM_FI_DEV_POWER_USAGE") == 0
+
+
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN])
+def test_failed_gpu_drops_only_its_series_and_is_retried(fake_nvml: FakeNvml, code: int) -> None:
+    collector, backend = collector_for(fake_nvml)
+    try:
+        scrape(collector)
+        fake_nvml.fail("*", code, gpu=1)
+        rows = scrape(collector)
+        assert series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")
+        assert not [r for r in rows if r[0].startswith("DCGM_") and r[1]["gpu"] == "1"]
+        assert value(rows, "gpu_exporter_gpu_up", gpu="1") == 0
+        assert collector.health()[0]
+        rows = scrape(collector)  # still failing: still absent, exporter still healthy
+        assert not series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="1")
+        fake_nvml.clear_failures()
+        rows = scrape(collector)
+        assert series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="1")
+        assert value(rows, "gpu_exporter_gpu_up", gpu="1") == 1
+    finally:
+        backend.close()
+
+
+def test_transient_field_error_skips_only_that_sample(fake_nvml: FakeNvml) -> None:
+    fake_nvml.fail("nvmlDeviceGetClockInfo", pynvml.NVML_ERROR_TIMEOUT, gpu=0, times=2)
+    collector, backend = collector_for(fake_nvml)
+    try:
+        rows = scrape(collector)
+        assert not series(rows, "DCGM_FI_DEV_SM_CLOCK", gpu="0")
+        assert series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")
+        rows = scrape(collector)
+        assert series(rows, "DCGM_FI_DEV_SM_CLOCK", gpu="0")  # not cached as unsupported
+    finally:
+        backend.close()
+
+
+def test_driver_not_loaded_at_start_gives_503_then_recovers(fake_nvml: FakeNvml) -> None:
+    fake_nvml.init_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    backend = NvmlBackend(pynvml)
+    with pytest.raises(BackendUnavailable, match="Driver Not Loaded"):
+        backend.open()
+    collector = Collector(backend, load_counters(None), CollectorOptions())
+    rows = scrape(collector)
+    ok, reason = collector.health()
+    assert not ok and "Driver Not Loaded" in reason
+    assert not [r for r in rows if r[0].startswith("DCGM_")]
+    assert value(rows, "gpu_exporter_backend_up", backend="nvml") == 0
+    fake_nvml.init_error = None
+    rows = scrape(collector)
+    assert collector.health() == (True, "OK")
+    assert series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")
+    backend.close()
+
+
+def test_library_missing_is_a_clear_startup_error(fake_nvml: FakeNvml) -> None:
+    fake_nvml.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    with pytest.raises(NvmlMissing, match="libnvidia-ml.so.1 not found"):
+        NvmlBackend(pynvml).open()
+
+
+def test_nvml_going_away_mid_run(fake_nvml: FakeNvml) -> None:
+    collector, backend = collector_for(fake_nvml)
+    try:
+        assert series(scrape(collector), "DCGM_FI_DEV_GPU_TEMP")
+        fake_nvml.fail("*", pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+        rows = scrape(collector)
+        assert not [r for r in rows if r[0].startswith("DCGM_")]
+        assert not collector.health()[0]
+        fake_nvml.clear_failures()
+        assert series(scrape(collector), "DCGM_FI_DEV_GPU_TEMP")
+        assert collector.health()[0]
+    finally:
+        backend.close()
+
+
+def test_mig_instances_with_profiles_and_per_instance_memory(fake_nvml: FakeNvml) -> None:
+    gpu0 = fake_nvml.gpus[0]
+    big = gpu0.add_mig("3g.40gb", gpu_instance_id=2, compute_instance_id=0, index=0, used=1024 * MIB)
+    gpu0.add_mig("3g.40gb", gpu_instance_id=2, compute_instance_id=1, index=1, used=1024 * MIB)
+    small = gpu0.add_mig("1g.10gb", gpu_instance_id=9, index=3)
+    collector, backend = collector_for(fake_nvml)
+    try:
+        rows = scrape(collector)
+        entities = {e.key: e for e in backend.entities("f")}
+    finally:
+        backend.close()
+    assert set(entities) == {(0, 2), (0, 9), (1, None)}
+    assert len(entities[(0, 2)].mig_uuids) == 2 and big.uuid in entities[(0, 2)].mig_uuids
+    assert entities[(0, 9)].mig_uuids == (small.uuid,)
+    temps = series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")
+    assert sorted((r[1]["GPU_I_ID"], r[1]["GPU_I_PROFILE"]) for r in temps) == [("2", "3g.40gb"), ("9", "1g.10gb")]
+    assert {r[1]["UUID"] for r in temps} == {gpu0.uuid}
+    assert value(rows, "DCGM_FI_DEV_FB_USED", gpu="0", GPU_I_ID="2") == 1024
+    assert value(rows, "DCGM_FI_DEV_FB_TOTAL", gpu="0", GPU_I_ID="2") == 40320
+    assert not series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0")  # NOT_SUPPORTED under MIG
+    assert series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="1")
+
+
+def test_xid_events_become_the_xid_series(fake_nvml: FakeNvml) -> None:
+    gpu0 = fake_nvml.gpus[0]
+    gpu0.add_mig("3g.40gb", gpu_instance_id=2, index=0)
+    collector, backend = collector_for(fake_nvml)
+    try:
+        scrape(collector)  # first collection enumerates GPUs and starts the event thread
+        assert fake_nvml.wait_for_event_registration(1, timeout=5)
+        assert fake_nvml.wait_for_event_registration(0, timeout=5)
+        fake_nvml.inject_xid(1, 48)
+        fake_nvml.inject_xid(0, 94, gi=2, ci=0)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            rows = scrape(collector)
+            if len(series(rows, "DCGM_FI_DEV_XID_ERRORS")) == 2:
+                break
+            time.sleep(0.05)
+    finally:
+        collector.stop()
+        backend.close()
+    xid1 = series(rows, "DCGM_FI_DEV_XID_ERRORS", gpu="1")[0]
+    assert xid1[2] == 48 and xid1[1]["err_code"] == "48" and xid1[1]["err_msg"] == "Double Bit ECC Error"
+    xid0 = series(rows, "DCGM_FI_DEV_XID_ERRORS", gpu="0", GPU_I_ID="2")[0]
+    assert xid0[2] == 94 and xid0[1]["err_msg"] == "Contained ECC error"
+    assert value(rows, "gpu_exporter_xid_events_total") == 2
+
+
+@pytest.mark.parametrize(("code", "kind"), [
+    (pynvml.NVML_ERROR_NOT_SUPPORTED, FieldNotSupported),
+    (pynvml.NVML_ERROR_NO_PERMISSION, FieldNotSupported),
+    (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, FieldNotSupported),
+    (pynvml.NVML_ERROR_GPU_IS_LOST, DeviceLost),
+    (pynvml.NVML_ERROR_UNKNOWN, DeviceLost),
+    (pynvml.NVML_ERROR_RESET_REQUIRED, DeviceLost),
+    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, BackendUnavailable),
+    (pynvml.NVML_ERROR_UNINITIALIZED, BackendUnavailable),
+    (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, BackendUnavailable),
+    (pynvml.NVML_ERROR_TIMEOUT, FieldUnavailable),
+    (pynvml.NVML_ERROR_NO_DATA, FieldUnavailable),
+])
+def test_error_translation_uses_the_real_error_classes(code: int, kind: type) -> None:
+    error = pynvml.NVMLError(code)
+    assert type(error).__name__.startswith("NVMLError_")
+    assert isinstance(translate(error), kind)
