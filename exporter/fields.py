@@ -88,6 +88,20 @@ def _ecc(field_name: str) -> NvmlReader:
     return lambda c: c.field_value(getattr(c.nv, field_name))
 
 
+def _retired_sbe(c: Any) -> int:
+    cause = c.nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+    return len(c.nv.nvmlDeviceGetRetiredPages(c.gpu, cause))
+
+
+_BRANDS = {0: "Unknown", 1: "Quadro", 2: "Tesla", 3: "NVS", 4: "GRID", 5: "GeForce", 6: "Titan", 7: "NVIDIA vApps",
+           8: "NVIDIA vPC", 9: "NVIDIA vCS", 10: "NVIDIA vWS", 11: "NVIDIA Cloud Gaming", 12: "Quadro RTX",
+           13: "NVIDIA RTX", 14: "NVIDIA", 15: "GeForce RTX", 16: "Titan RTX"}
+
+
+def _inforom(kind: str) -> NvmlReader:
+    return lambda c: _str(c.nv.nvmlDeviceGetInforomVersion(c.gpu, getattr(c.nv, kind)))
+
+
 def _str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -155,10 +169,20 @@ FIELDS: tuple[Field, ...] = (
        _G, 0, _ecc("NVML_FI_DEV_ECC_SBE_AGG_TOTAL")),
     _F("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "count", "Total number of double-bit persistent ECC errors.",
        _G, 0, _ecc("NVML_FI_DEV_ECC_DBE_AGG_TOTAL")),
+    _F("DCGM_FI_DEV_RETIRED_SBE", "counter", "pages", "Total number of retired pages due to single-bit errors.",
+       _G, 0, _retired_sbe),
     _F("DCGM_FI_DEV_RETIRED_DBE", "counter", "pages", "Total number of retired pages due to double-bit errors.",
        _G, 0, _ecc("NVML_FI_DEV_RETIRED_DBE")),
     _F("DCGM_FI_DEV_RETIRED_PENDING", "counter", "pages", "Total number of pages pending retirement.", _G, 0,
        _ecc("NVML_FI_DEV_RETIRED_PENDING")),
+    _F("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "counter", "count",
+       "Total number of NVLink flow-control CRC errors.", _G, 0, _ecc("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL")),
+    _F("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "counter", "count", "Total number of NVLink data CRC errors.",
+       _G, 0, _ecc("NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL")),
+    _F("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "counter", "count", "Total number of NVLink retries.", _G, 0,
+       _ecc("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL")),
+    _F("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "count", "Total number of NVLink recovery errors.",
+       _G, 0, _ecc("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL")),
     _F("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge", "MB/s",
        "Total number of NVLink bandwidth counters for all lanes", _G, 0, _nvlink_bandwidth),
     _F("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "0/1", "vGPU License status", _G, 0, _vgpu_license),
@@ -178,6 +202,12 @@ FIELDS: tuple[Field, ...] = (
        "The ratio of number of warps resident on an SM.", _I, 0.0, None),
     _F("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio",
        "Ratio of cycles the tensor (HMMA) pipe is active.", _I, 0.0, None),
+    _F("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp64 pipes are active.", _I, 0.0,
+       None),
+    _F("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp32 pipes are active.", _I, 0.0,
+       None),
+    _F("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp16 pipes are active.", _I, 0.0,
+       None),
     _F("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio",
        "Ratio of cycles the device memory interface is active sending or receiving data.", _I, 0.0, None),
     _F("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "B/s",
@@ -191,9 +221,17 @@ FIELDS: tuple[Field, ...] = (
        lambda c: _str(c.nv.nvmlSystemGetDriverVersion())),
     _F("DCGM_FI_NVML_VERSION", "label", "", "NVML Version", _G, "12.550.54.15",
        lambda c: _str(c.nv.nvmlSystemGetNVMLVersion())),
+    _F("DCGM_FI_DEV_BRAND", "label", "", "Device Brand", _G, "NVIDIA",
+       lambda c: _BRANDS.get(c.nv.nvmlDeviceGetBrand(c.gpu), "Unknown")),
+    _F("DCGM_FI_DEV_OEM_INFOROM_VER", "label", "", "OEM inforom version", _G, "1.1", _inforom("NVML_INFOROM_OEM")),
+    _F("DCGM_FI_DEV_ECC_INFOROM_VER", "label", "", "ECC inforom version", _G, "7.0", _inforom("NVML_INFOROM_ECC")),
+    _F("DCGM_FI_DEV_POWER_INFOROM_VER", "label", "", "Power management object inforom version", _G, "1.0",
+       _inforom("NVML_INFOROM_POWER")),
+    _F("DCGM_FI_DEV_INFOROM_IMAGE_VER", "label", "", "Inforom image version", _G, "G520.0200.00.05",
+       lambda c: _str(c.nv.nvmlDeviceGetInforomImageVersion(c.gpu))),
     _F("DCGM_FI_DEV_SERIAL", "label", "", "Device Serial Number", _G, "",
        lambda c: _str(c.nv.nvmlDeviceGetSerial(c.gpu))),
-    _F("DCGM_FI_DEV_VBIOS_VERSION", "label", "", "VBIOS version of the device", _G, "",
+    _F("DCGM_FI_DEV_VBIOS_VERSION", "label", "", "VBIOS version of the device", _G, "96.00.74.00.01",
        lambda c: _str(c.nv.nvmlDeviceGetVbiosVersion(c.gpu))),
 )
 

@@ -153,7 +153,7 @@ def test_driver_not_loaded_at_start_gives_503_then_recovers(fake_nvml: FakeNvml)
 
 def test_library_missing_is_a_clear_startup_error(fake_nvml: FakeNvml) -> None:
     fake_nvml.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
-    with pytest.raises(NvmlMissing, match="libnvidia-ml.so.1 not found"):
+    with pytest.raises(NvmlMissing, match=r"libnvidia-ml\.so\.1 not found"):
         NvmlBackend(pynvml).open()
 
 
@@ -238,3 +238,37 @@ def test_error_translation_uses_the_real_error_classes(code: int, kind: type) ->
     error = pynvml.NVMLError(code)
     assert type(error).__name__.startswith("NVMLError_")
     assert isinstance(translate(error), kind)
+
+
+def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: FakeNvml) -> None:
+    from exporter.counters import parse_counters
+    from exporter.fields import FIELDS
+
+    csv = "\n".join(f"{f.name}, {f.kind}, {f.help}" for f in FIELDS)
+    ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+    fake_nvml.gpus[0].fields = {pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (ull, 7),
+                                pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL: (ull, 123_456_789)}
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
+    try:
+        rows = scrape(collector)
+    finally:
+        backend.close()
+    assert collector.health() == (True, "OK")
+    labels = series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")[0][1]
+    assert labels["DCGM_FI_DEV_BRAND"] == "NVIDIA"
+    assert labels["DCGM_FI_DEV_SERIAL"] == fake_nvml.gpus[0].serial
+    assert labels["DCGM_FI_NVML_VERSION"] == fake_nvml.nvml_version
+    emitted = {r[0] for r in rows if r[0].startswith("DCGM_")}
+    unsupported = {r[1]["field"] for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0
+                   and r[1]["gpu"] == "0"}
+    numeric = {f.name for f in FIELDS if not f.is_label}
+    assert emitted | unsupported | {"DCGM_FI_DEV_XID_ERRORS"} == numeric
+    # what the simulated H100 supports must come out
+    for name in ("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ROW_REMAP_FAILURE"):
+        assert name in emitted
+    # NVML field values decode by their value type
+    assert value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="0") == 7
+    assert value(rows, "DCGM_FI_DEV_THERMAL_VIOLATION", gpu="0") == 123_456_789
+    assert not series(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="1")

@@ -355,6 +355,6 @@ class FakeBackend(Backend):
             return "12." + self.driver_version
         if field.name == "DCGM_FI_DEV_SERIAL":
             return f"{1650000000000 + entity.gpu}"
-        if field.name == "DCGM_FI_DEV_VBIOS_VERSION":
-            return "96.00.74.00.01"
+        if isinstance(field.idle, str) and field.idle:
+            return field.idle
         raise FieldNotSupported(field.name)
