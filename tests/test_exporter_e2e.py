@@ -188,3 +188,33 @@ def test_scraped_by_prometheus_with_pod_labels_and_dashboard_queries(
             "gpu"] == "1", timeout=10)
     finally:
         exporter.stop()
+
+
+def test_scrapes_during_collection_always_see_a_whole_snapshot(tmp_path: Path) -> None:
+    """64 GPUs re-collected every 100 ms while four clients scrape: no scrape sees a partial collection."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    exporter = ExporterProcess(["--backend", "fake", "--fake-gpus", "64", "-c", "100"])
+
+    def scrape_many(_: int) -> list[tuple[int, int]]:
+        seen = []
+        with httpx.Client(base_url=exporter.url, timeout=5) as client:
+            for _ in range(60):
+                text = client.get("/metrics", headers={"Accept-Encoding": "identity"}).text
+                lines = text.splitlines()
+                assert text.endswith("\n") and lines[-1].startswith("process_")  # self-metrics come last
+                seen.append((sum(ln.startswith("DCGM_FI_DEV_GPU_TEMP{") for ln in lines),
+                             sum(ln.startswith("DCGM_FI_DEV_FB_FREE{") for ln in lines)))
+        return seen
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = [pair for chunk in pool.map(scrape_many, range(4)) for pair in chunk]
+        rows = parse_metrics(exporter.metrics())  # the 64-GPU body is valid exposition text
+        collections = value(rows, "gpu_exporter_collections_total")
+    finally:
+        exporter.stop()
+    assert set(results) == {(64, 64)}
+    assert collections > 5  # collections really ran while we scraped
