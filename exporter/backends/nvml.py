@@ -228,7 +228,8 @@ class NvmlBackend(Backend):
         self._contexts: dict[tuple[int, int | None], DeviceContext] = {}
         self._rates: dict[tuple[int, int | None], dict[str, tuple[float, float]]] = {}
         self._initialised = False
-        self.xid = None  # type: XidWatcher | None
+        self._failing: set[int] = set()
+        self.xid: XidWatcher | None = None
 
     @property
     def nv(self) -> Any:
@@ -290,7 +291,11 @@ class NvmlBackend(Backend):
                 err = translate(exc)
                 if isinstance(err, BackendUnavailable):
                     raise err from None
-                log.warning("GPU %d skipped this collection: %s", index, exc)
+                if index not in self._failing:
+                    log.warning("GPU %d cannot be enumerated, retrying every collection: %s", index, exc)
+                self._failing.add(index)
+                continue
+            self._failing.discard(index)
         self._handles, self._gpu_handles = handles, gpu_handles
         return select_entities(gpus, instances, mode)
 
