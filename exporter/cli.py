@@ -124,7 +124,8 @@ def serve(
         pods=pods,
     )
     try:
-        server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health())
+        server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health(),
+                               lambda: setattr(collector, "gzip_wanted", True))
     except AddressError as exc:
         raise StartupError(str(exc)) from None
     except OSError as exc:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 
@@ -28,8 +28,10 @@ from exporter.counters import Counter
 from exporter.entities import GpuEntity
 from exporter.exposition import Family, Labels, labels_of, render
 from exporter.pod_mapping import build_pod_index, pod_labels_for
-from exporter.podresources.client import PodResourcesStatus
 from exporter.xid import xid_message
+
+if TYPE_CHECKING:  # grpc costs ~12 MiB of RSS; only Kubernetes mode loads it
+    from exporter.podresources.client import PodResourcesStatus
 
 log = logging.getLogger("exporter.collector")
 
@@ -91,6 +93,7 @@ class Collector:
         self._process = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self._process)
         self._snapshot = Snapshot(b"", 0.0)
+        self.gzip_wanted = False  # set once a client asks for gzip; then each snapshot is compressed here
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -154,9 +157,13 @@ class Collector:
                 log.error("GPU backend unavailable: %s", exc)
             self.backend_up, self.backend_error = False, str(exc)
             self.collection_errors_total += 1
-        self.last_duration_s = time.perf_counter() - started
+        # the duration covers rendering too; it is reported by the next snapshot (this one is being built)
         body = render(families) + render(self._self_metrics(healthy)) + generate_latest(self._process).decode()
-        self._snapshot = Snapshot(body.encode(), time.time())
+        snapshot = Snapshot(body.encode(), time.time())
+        if self.gzip_wanted:
+            snapshot.gzipped()
+        self._snapshot = snapshot
+        self.last_duration_s = time.perf_counter() - started
 
     def _current_entities(self) -> list[GpuEntity]:
         now = time.monotonic()

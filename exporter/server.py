@@ -52,17 +52,19 @@ class _Server(ThreadingHTTPServer):
         super().server_bind()
 
 
-def make_handler(snapshot: Callable[[], Snapshot],
-                 health: Callable[[], tuple[bool, str]]) -> type[BaseHTTPRequestHandler]:
+def make_handler(snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
+                 on_gzip: Callable[[], None]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
-        server_version = "gpu-exporter"
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 snap = snapshot()
                 gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
+                if gzip_ok:
+                    on_gzip()
                 body = snap.gzipped() if gzip_ok else snap.body
                 self._send(200, CONTENT_TYPE, body, gzip_ok)
             elif path == "/health":
@@ -77,15 +79,14 @@ def make_handler(snapshot: Callable[[], Snapshot],
             self.do_GET()
 
         def _send(self, code: int, content_type: str, body: bytes, gzipped: bool = False) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("X-Content-Type-Options", "nosniff")
+            # Status line, headers and body leave in one write: split writes on a keep-alive connection hit
+            # Nagle + delayed ACK and cost ~40 ms per scrape.
+            head = [f"HTTP/1.1 {code} {self.responses[code][0]}", f"Content-Type: {content_type}",
+                    f"Content-Length: {len(body)}", "X-Content-Type-Options: nosniff"]
             if gzipped:
-                self.send_header("Content-Encoding", "gzip")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
+                head.append("Content-Encoding: gzip")
+            payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+            self.wfile.write(payload if self.command == "HEAD" else payload + body)
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # one line per scrape would drown the log
@@ -94,9 +95,9 @@ def make_handler(snapshot: Callable[[], Snapshot],
 
 
 class MetricsServer:
-    def __init__(self, address: str, snapshot: Callable[[], Snapshot],
-                 health: Callable[[], tuple[bool, str]]) -> None:
-        self._httpd = _Server(parse_address(address), make_handler(snapshot, health))
+    def __init__(self, address: str, snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
+                 on_gzip: Callable[[], None] = lambda: None) -> None:
+        self._httpd = _Server(parse_address(address), make_handler(snapshot, health, on_gzip))
         self._thread: threading.Thread | None = None
 
     @property
