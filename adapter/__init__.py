@@ -1,0 +1,1 @@
+"""gpu-autoscaler adapter package."""
