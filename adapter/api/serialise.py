@@ -1,0 +1,76 @@
+"""Kubernetes JSON for custom and external metrics, per API version (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.quantity import format_quantity
+
+CUSTOM_GROUP = "custom.metrics.k8s.io"
+EXTERNAL_GROUP = "external.metrics.k8s.io"
+
+
+@dataclass(frozen=True)
+class ObjectValue:
+    kind: str
+    api_version: str  # describedObject.apiVersion, e.g. "/v1", "apps/v1"
+    namespace: str | None
+    name: str
+    metric: str
+    timestamp: float
+    value: float
+    selector: dict[str, Any] | None = None
+
+
+def rfc3339(timestamp: float) -> str:
+    """metav1.Time: UTC, whole seconds, ``Z`` suffix."""
+    return dt.datetime.fromtimestamp(int(timestamp), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _described(obj: ObjectValue) -> dict[str, str]:
+    ref = {"kind": obj.kind, "name": obj.name, "apiVersion": obj.api_version}
+    if obj.namespace is not None:
+        ref["namespace"] = obj.namespace
+    return ref
+
+
+def metric_value_list(version: str, items: Sequence[ObjectValue]) -> dict[str, Any]:
+    """A ``MetricValueList``; item fields differ between v1beta1 and v1beta2."""
+    if version == "v1beta1":
+        rendered = [{"describedObject": _described(o), "metricName": o.metric, "timestamp": rfc3339(o.timestamp),
+                     "value": format_quantity(o.value), "selector": o.selector} for o in items]
+    else:
+        rendered = [{"describedObject": _described(o), "metric": {"name": o.metric, "selector": o.selector},
+                     "timestamp": rfc3339(o.timestamp), "value": format_quantity(o.value)} for o in items]
+    return {"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}, "items": rendered}
+
+
+@dataclass(frozen=True)
+class ExternalValue:
+    metric: str
+    labels: dict[str, str]
+    timestamp: float
+    value: float
+
+
+def external_metric_value_list(items: Sequence[ExternalValue]) -> dict[str, Any]:
+    return {"kind": "ExternalMetricValueList", "apiVersion": f"{EXTERNAL_GROUP}/v1beta1", "metadata": {},
+            "items": [{"metricName": i.metric, "metricLabels": i.labels, "timestamp": rfc3339(i.timestamp),
+                       "value": format_quantity(i.value)} for i in items]}
+
+
+def api_resource_list(group: str, version: str, resources: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    """Discovery: one entry per ``<group-resource>/<metric>`` with its namespaced flag."""
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+            "resources": [{"name": name, "singularName": "", "namespaced": namespaced,
+                           "kind": "MetricValueList" if group == CUSTOM_GROUP else "ExternalMetricValueList",
+                           "verbs": ["get"]} for name, namespaced in resources]}
+
+
+def api_group(group: str, versions: Sequence[str]) -> dict[str, Any]:
+    entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": entries,
+            "preferredVersion": entries[0]}

@@ -1,0 +1,73 @@
+"""Relist series every --metrics-relist-interval and swap in a new catalogue; a failed relist keeps the old one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from adapter.prometheus import PrometheusClient, PrometheusError
+from adapter.rules import Catalogue, RulesConfig, build_catalogue
+
+log = logging.getLogger("adapter.discovery")
+
+
+class Discovery:
+    def __init__(self, client: PrometheusClient, config: Callable[[], RulesConfig], *, interval_s: float = 60.0,
+                 max_age_s: float | None = None) -> None:
+        self._client = client
+        self._config = config
+        self.interval_s = interval_s
+        self.max_age_s = max_age_s if max_age_s is not None else interval_s
+        self.catalogue: Catalogue | None = None
+        self.last_success: float | None = None
+        self.last_error: str | None = None
+        self.last_duration_s = 0.0
+        self.failures_total = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.catalogue is not None
+
+    async def relist(self) -> bool:
+        """One relist: all distinct series queries in parallel; any failure keeps the previous catalogue."""
+        started = time.perf_counter()
+        config = self._config()
+        end = time.time()
+        queries = config.series_queries()
+        try:
+            results = await asyncio.gather(
+                *(self._client.series([q], end - self.max_age_s, end) for q in queries))
+        except PrometheusError as exc:
+            self.failures_total += 1
+            self.last_error = str(exc)
+            log.warning("relist failed, keeping the previous catalogue: %s", exc)
+            return False
+        # Reducing 100k series to their distinct name/label-name sets is CPU work: keep it off the event loop.
+        catalogue = await asyncio.to_thread(build_catalogue, config, dict(zip(queries, results, strict=True)))
+        self.catalogue = catalogue
+        self.last_success = time.time()
+        self.last_error = None
+        self.last_duration_s = time.perf_counter() - started
+        log.info("discovered %d custom and %d external metrics in %.3fs", len(catalogue.custom_metrics()),
+                 len(catalogue.external_metrics()), self.last_duration_s)
+        return True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="discovery")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            ok = await self.relist()
+            # Until the first catalogue exists, retry quickly: the API is not ready without one.
+            await asyncio.sleep(self.interval_s if ok or self.ready else min(self.interval_s, 2.0))

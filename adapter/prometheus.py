@@ -1,0 +1,143 @@
+"""The one place that talks to Prometheus: a single async httpx client for instant queries and series lists."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+
+class PrometheusError(Exception):
+    """Prometheus could not answer: down, slow, or returned an error. Never turned into a value."""
+
+
+class PrometheusUnavailable(PrometheusError):
+    """Unreachable, timed out, or 5xx: the API answers 503 and the HPA keeps its current scale."""
+
+
+class QueryFailed(PrometheusError):
+    """Prometheus rejected the query (bad_data, execution error): a server-side bug or a bad rule."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: Mapping[str, str]
+    timestamp: float
+    value: float
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.value)
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    url: str
+    method: Literal["GET", "POST"] = "POST"
+    timeout_s: float = 5.0
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    client_cert_file: str | None = None
+    client_key_file: str | None = None
+    insecure_skip_verify: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class _TokenFile:
+    """A bearer token file re-read whenever it changes (projected service-account tokens rotate)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._token = ""
+
+    def token(self) -> str:
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise PrometheusUnavailable(f"cannot read bearer token file {self.path}: {exc.strerror}") from None
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            with open(self.path, encoding="utf-8") as fh:
+                self._token = fh.read().strip()
+            self._stamp = stamp
+        return self._token
+
+
+def _tls(config: PrometheusConfig) -> ssl.SSLContext | bool:
+    if config.insecure_skip_verify:
+        return False
+    context = ssl.create_default_context(cafile=config.ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if config.client_cert_file:
+        context.load_cert_chain(config.client_cert_file, config.client_key_file)
+    return context
+
+
+class PrometheusClient:
+    def __init__(self, config: PrometheusConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self._token = _TokenFile(config.bearer_token_file) if config.bearer_token_file else None
+        self._http = httpx.AsyncClient(
+            base_url=config.url.rstrip("/"), headers=dict(config.headers), verify=_tls(config),
+            timeout=httpx.Timeout(config.timeout_s), transport=transport,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        self.queries_total = 0
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def query(self, promql: str, at: float | None = None) -> list[Sample]:
+        """Instant query; a vector becomes one Sample per series, a scalar one Sample without labels."""
+        params: dict[str, Any] = {"query": promql, "timeout": self._server_timeout()}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        self.queries_total += 1
+        data = await self._call("/api/v1/query", params)
+        kind, result = data.get("resultType"), data.get("result")
+        if kind == "vector":
+            return [Sample(item["metric"], float(item["value"][0]), float(item["value"][1])) for item in result]
+        if kind == "scalar":
+            return [Sample({}, float(result[0]), float(result[1]))]
+        raise QueryFailed(f"query returned a {kind}, expected an instant vector: {promql}")
+
+    async def series(self, matchers: Sequence[str], start: float, end: float) -> list[dict[str, str]]:
+        params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        return await self._call("/api/v1/series", params)
+
+    def _server_timeout(self) -> str:
+        # Prometheus gives up a little before we do, so a slow query ends as its error, not our timeout.
+        return f"{max(self.config.timeout_s * 0.9, 0.1):.3f}s"
+
+    async def _call(self, path: str, params: Mapping[str, Any]) -> Any:
+        headers = {"Authorization": f"Bearer {self._token.token()}"} if self._token else None
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                if self.config.method == "POST":
+                    response = await self._http.post(path, data=params, headers=headers)
+                else:
+                    response = await self._http.get(path, params=params, headers=headers)
+        except (TimeoutError, httpx.TimeoutException):
+            raise PrometheusUnavailable(f"Prometheus did not answer within {self.config.timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            raise PrometheusUnavailable(f"Prometheus unreachable: {exc.__class__.__name__}: {exc}") from None
+        return self._decode(response)
+
+    @staticmethod
+    def _decode(response: httpx.Response) -> Any:
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and body.get("status") == "success":
+            return body.get("data")
+        detail = (body or {}).get("error") if isinstance(body, dict) else response.text[:200]
+        if response.status_code in (400, 422):
+            raise QueryFailed(f"Prometheus rejected the query: {detail}")
+        raise PrometheusUnavailable(f"Prometheus answered {response.status_code}: {detail}")
