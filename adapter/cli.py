@@ -1,8 +1,201 @@
-"""Console entry point; the commands land with their issue (see README)."""
+"""``gpu-adapter``: ``serve`` the custom metrics API, ``check`` what the rules yield from a live Prometheus."""
 
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
 import sys
+from typing import Annotated
+
+import typer
+
+from adapter.prometheus import PrometheusClient, PrometheusConfig
+from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
+
+log = logging.getLogger("adapter")
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
+                  help="Kubernetes custom metrics API for GPU workloads, answered from Prometheus.")
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
-def main() -> None:
-    print("gpu-adapter: not implemented yet in this version (see README, 'What this is')", file=sys.stderr)
-    sys.exit(2)
+class UsageError(Exception):
+    pass
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Go-style durations as prometheus-adapter takes them: ``1m``, ``30s``, ``1m30s``, ``500ms``."""
+    if not _DURATION.match(text):
+        raise UsageError(f"{flag} {text!r}: expected a duration like 30s, 1m or 1m30s")
+    return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+
+
+def _headers(values: list[str]) -> dict[str, str]:
+    headers = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--prometheus-header {item!r}: expected key=value")
+        headers[key.strip()] = value
+    return headers
+
+
+def _rules(config: str | None) -> RulesConfig:
+    return load_rules(config) if config else gpu_presets()
+
+
+PromUrl = Annotated[str, typer.Option("--prometheus-url", help="Prometheus base URL (a path prefix is allowed).")]
+Config = Annotated[str | None, typer.Option("--config", help="prometheus-adapter rules file; default: GPU presets.")]
+Verb = Annotated[str, typer.Option("--prometheus-verb", help="POST (default; no URL limits) or GET.")]
+Timeout = Annotated[str, typer.Option("--prometheus-timeout", help="Per-query timeout, also sent to Prometheus.")]
+TokenFile = Annotated[str | None, typer.Option("--prometheus-token-file", help="Bearer token, re-read on change.")]
+CaFile = Annotated[str | None, typer.Option("--prometheus-ca-file")]
+CertFile = Annotated[str | None, typer.Option("--prometheus-client-tls-cert-file")]
+KeyFile = Annotated[str | None, typer.Option("--prometheus-client-tls-key-file")]
+Headers = Annotated[list[str] | None, typer.Option("--prometheus-header", help="Extra header key=value, repeatable.")]
+
+
+def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None, ca_file: str | None,
+                      cert_file: str | None, key_file: str | None, headers: list[str] | None) -> PrometheusConfig:
+    if verb.upper() not in ("GET", "POST"):
+        raise UsageError(f"--prometheus-verb {verb!r}: expected GET or POST")
+    if bool(cert_file) != bool(key_file):
+        raise UsageError("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file go together")
+    if not re.match(r"^https?://", url):
+        raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL")
+    return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
+                            bearer_token_file=token_file, ca_file=ca_file, client_cert_file=cert_file,
+                            client_key_file=key_file, headers=_headers(headers or []))
+
+
+@app.command()
+def serve(
+    prometheus_url: PromUrl,
+    config: Config = None,
+    secure_port: Annotated[int, typer.Option("--secure-port", min=1, max=65535)] = 6443,
+    bind_address: Annotated[str, typer.Option("--bind-address")] = "0.0.0.0",
+    cert_dir: Annotated[str, typer.Option("--cert-dir", help="Where a self-signed pair is kept.")] = (
+        "apiserver.local.config/certificates"),
+    tls_cert_file: Annotated[str | None, typer.Option("--tls-cert-file")] = None,
+    tls_private_key_file: Annotated[str | None, typer.Option("--tls-private-key-file")] = None,
+    metrics_relist_interval: Annotated[str, typer.Option("--metrics-relist-interval")] = "1m",
+    metrics_max_age: Annotated[str | None, typer.Option(
+        "--metrics-max-age", help="Look-back for series discovery; default: the relist interval.")] = None,
+    prometheus_verb: Verb = "POST",
+    prometheus_timeout: Timeout = "5s",
+    prometheus_token_file: TokenFile = None,
+    prometheus_ca_file: CaFile = None,
+    prometheus_client_tls_cert_file: CertFile = None,
+    prometheus_client_tls_key_file: KeyFile = None,
+    prometheus_header: Headers = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Reserved: Kubernetes API access.")] = None,
+    v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 4 debug, 6 every rendered PromQL.")] = 0,
+) -> None:
+    """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) over HTTPS."""
+    import uvicorn
+
+    from adapter.app import AdapterState, create_app
+    from adapter.discovery import Discovery
+    from adapter.provider import Provider
+    from adapter.tls import self_signed
+
+    _logging(v)
+    prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
+                             prometheus_ca_file, prometheus_client_tls_cert_file, prometheus_client_tls_key_file,
+                             prometheus_header)
+    relist = parse_duration(metrics_relist_interval, "--metrics-relist-interval")
+    max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else relist
+    if max_age < relist:
+        raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
+    rules = _rules(config)
+    if bool(tls_cert_file) != bool(tls_private_key_file):
+        raise UsageError("--tls-cert-file and --tls-private-key-file go together")
+    if tls_cert_file and tls_private_key_file:
+        cert, key = tls_cert_file, tls_private_key_file
+    else:
+        cert, key = self_signed(cert_dir, ["localhost", "127.0.0.1", "::1"])
+        log.info("serving with a self-signed certificate from %s", cert_dir)
+    client = PrometheusClient(prom)
+    discovery = Discovery(client, lambda: rules, interval_s=relist, max_age_s=max_age)
+    provider = Provider(client, lambda: discovery.catalogue)
+    state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.external_rules))
+    uvicorn.run(create_app(state), host=bind_address, port=secure_port, ssl_certfile=cert, ssl_keyfile=key,
+                log_level="warning", access_log=False, lifespan="on")
+
+
+@app.command()
+def check(
+    prometheus_url: PromUrl,
+    config: Config = None,
+    metrics_max_age: Annotated[str, typer.Option("--metrics-max-age")] = "5m",
+    prometheus_verb: Verb = "POST",
+    prometheus_timeout: Timeout = "10s",
+    prometheus_token_file: TokenFile = None,
+    prometheus_ca_file: CaFile = None,
+    prometheus_header: Headers = None,
+) -> None:
+    """For each rule, print the metrics and resources it yields from live Prometheus; flag rules matching nothing."""
+    from rich.console import Console
+
+    from adapter.discovery import Discovery
+
+    prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
+                             prometheus_ca_file, None, None, prometheus_header)
+    rules = _rules(config)
+    console = Console(highlight=False)
+
+    async def run() -> int:
+        client = PrometheusClient(prom)
+        discovery = Discovery(client, lambda: rules, max_age_s=parse_duration(metrics_max_age, "--metrics-max-age"))
+        try:
+            if not await discovery.relist():
+                console.print(f"[red]cannot list series from {prometheus_url}: {discovery.last_error}[/red]")
+                return 1
+        finally:
+            await client.aclose()
+        catalogue = discovery.catalogue
+        assert catalogue is not None
+        empty = 0
+        for section, rule_list in (("rules", rules.rules), ("externalRules", rules.external_rules)):
+            for i, rule in enumerate(rule_list):
+                yielded = catalogue.rule_metrics(rule)
+                console.print(f"[bold]{section}[{i}][/bold] {rule.series_query}")
+                if not yielded:
+                    empty += 1
+                    console.print("  [yellow]matches no series: this rule yields nothing[/yellow]")
+                for line in yielded:
+                    console.print(f"  {line}")
+        console.print(f"{empty} rule(s) matched nothing" if empty else "every rule yields metrics")
+        return 0
+
+    code = asyncio.run(run())
+    if code:
+        raise typer.Exit(code)
+
+
+def _logging(v: int) -> None:
+    logging.basicConfig(level=logging.DEBUG if v >= 4 else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if v >= 6:
+        logging.getLogger("adapter.provider").setLevel(logging.DEBUG)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Usage and configuration errors are one line on stderr, never a traceback."""
+    try:
+        app(args=argv, prog_name="gpu-adapter", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as exc:
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        print(f"gpu-adapter: error: {' '.join(message.split())}", file=sys.stderr)
+        sys.exit(2)
+    except (UsageError, RulesError) as exc:
+        print(f"gpu-adapter: error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,126 @@
+"""The FastAPI application: routes for custom.metrics.k8s.io (v1beta1, v1beta2) and external.metrics.k8s.io."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from adapter.api.paths import VERSIONS, parse_custom_path, parse_external_path
+from adapter.api.serialise import (
+    CUSTOM_GROUP,
+    EXTERNAL_GROUP,
+    api_group,
+    api_resource_list,
+    external_metric_value_list,
+    metric_value_list,
+)
+from adapter.discovery import Discovery
+from adapter.prometheus import PrometheusClient
+from adapter.provider import Provider
+from adapter.status import ApiError
+
+log = logging.getLogger("adapter.app")
+
+
+@dataclass
+class AdapterState:
+    client: PrometheusClient
+    discovery: Discovery
+    provider: Provider
+    serve_external: Callable[[], bool]
+
+
+def _json(body: dict, status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if run_discovery:
+            state.discovery.start()
+        yield
+        await state.discovery.stop()
+        await state.client.aclose()
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.state.adapter = state
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _json(exc.body(), exc.code)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = "the server could not find the requested resource" if exc.status_code == 404 else str(exc.detail)
+        return _json(ApiError(exc.status_code, message).body(), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return _json(ApiError(500, f"Internal error occurred: {exc.__class__.__name__}").body(), 500)
+
+    @app.get("/healthz", response_class=PlainTextResponse)
+    @app.get("/livez", response_class=PlainTextResponse)
+    async def live() -> str:
+        return "ok"
+
+    @app.get("/readyz", response_class=PlainTextResponse)
+    async def ready() -> Response:
+        if state.discovery.ready:
+            return PlainTextResponse("ok")
+        return PlainTextResponse("discovery has not completed yet", status_code=503)
+
+    @app.get("/openapi/v2")
+    @app.get("/openapi/v3")
+    async def openapi() -> JSONResponse:
+        # The aggregator skips a 404 gracefully ("assuming the server won't provide any spec").
+        raise ApiError(404, "the server could not find the requested resource")
+
+    @app.get("/apis")
+    async def apis() -> JSONResponse:
+        groups = [api_group(CUSTOM_GROUP, list(reversed(VERSIONS)))]
+        if state.serve_external():
+            groups.append(api_group(EXTERNAL_GROUP, ["v1beta1"]))
+        return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+    @app.get(f"/apis/{CUSTOM_GROUP}")
+    async def custom_group() -> JSONResponse:
+        return _json(api_group(CUSTOM_GROUP, list(reversed(VERSIONS))))  # v1beta2 preferred
+
+    @app.get(f"/apis/{CUSTOM_GROUP}/{{version}}")
+    @app.get(f"/apis/{CUSTOM_GROUP}/{{version}}/{{rest:path}}")
+    async def custom(request: Request, version: str, rest: str = "") -> JSONResponse:
+        if version not in VERSIONS:
+            raise ApiError(404, "the server could not find the requested resource")
+        path = parse_custom_path(rest)
+        if path is None:
+            catalogue = state.discovery.catalogue
+            metrics = catalogue.custom_metrics() if catalogue else []
+            resources = [(f"{m.group_resource}/{m.name}", m.namespaced) for m in metrics]
+            return _json(api_resource_list(CUSTOM_GROUP, version, resources))
+        q = request.query_params
+        items = await state.provider.custom(path, q.get("labelSelector", ""), q.get("metricLabelSelector", ""))
+        return _json(metric_value_list(version, items))
+
+    @app.get(f"/apis/{EXTERNAL_GROUP}/{{version}}")
+    @app.get(f"/apis/{EXTERNAL_GROUP}/{{version}}/{{rest:path}}")
+    async def external(request: Request, version: str, rest: str = "") -> JSONResponse:
+        if version != "v1beta1" or not state.serve_external():
+            raise ApiError(404, "the server could not find the requested resource")
+        target = parse_external_path(rest)
+        if target is None:
+            catalogue = state.discovery.catalogue
+            names = catalogue.external_metrics() if catalogue else []
+            return _json(api_resource_list(EXTERNAL_GROUP, version, [(n, True) for n in names]))
+        namespace, metric = target
+        items = await state.provider.external(namespace, metric, request.query_params.get("labelSelector", ""))
+        return _json(external_metric_value_list(items))
+
+    return app

@@ -1,0 +1,188 @@
+"""From a parsed request to values: find the rules, render PromQL, query Prometheus, apply the value policy.
+
+The custom and external APIs share this one engine. Nothing here invents a value: an object without a sample,
+or with a NaN/Inf sample, gets no value unless its rule opts into ``missingValue: zero``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from adapter.api.paths import MetricPath
+from adapter.api.serialise import ExternalValue, ObjectValue
+from adapter.prometheus import PrometheusClient, PrometheusUnavailable, QueryFailed, Sample
+from adapter.rules import (
+    Binding,
+    Catalogue,
+    GroupResource,
+    MissingValue,
+    QueryError,
+    ResourceError,
+    api_version,
+    kind,
+    normalise_resource,
+    render_custom,
+    render_external,
+    result_object_name,
+)
+from adapter.selectors import Requirement, SelectorError, parse_selector, to_label_selector, to_promql_matchers
+from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
+
+log = logging.getLogger("adapter.provider")
+
+
+class ObjectResolver(Protocol):
+    """Turns a label selector into object names (the Kubernetes API's job)."""
+
+    async def names(self, group_resource: GroupResource, namespace: str | None,
+                    selector: tuple[Requirement, ...]) -> list[str]: ...
+
+
+class StandaloneResolver:
+    """No Kubernetes API: a wildcard request without a selector means every object that has series."""
+
+    async def names(self, group_resource: GroupResource, namespace: str | None,
+                    selector: tuple[Requirement, ...]) -> list[str]:
+        raise bad_request("labelSelector needs the Kubernetes API to find the selected objects, and this adapter "
+                          "runs without one (run it in-cluster or give --kubeconfig)")
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What a request turned into; the explain view and the logs show it."""
+
+    bindings: tuple[Binding, ...]
+    queries: tuple[str, ...]
+    names: tuple[str, ...] | None  # None: every object with series
+
+
+def _selector(text: str, what: str) -> tuple[Requirement, ...]:
+    try:
+        return parse_selector(text)
+    except SelectorError as exc:
+        raise bad_request(f"invalid {what}: {exc}") from None
+
+
+class Provider:
+    def __init__(self, client: PrometheusClient, catalogue: Callable[[], Catalogue | None],
+                 resolver: ObjectResolver | None = None) -> None:
+        self._client = client
+        self._catalogue = catalogue
+        self._resolver = resolver or StandaloneResolver()
+
+    def _current(self) -> Catalogue:
+        catalogue = self._catalogue()
+        if catalogue is None:
+            raise unavailable("metrics discovery has not completed yet")
+        return catalogue
+
+    # -- custom.metrics.k8s.io -------------------------------------------------------------------------
+    async def custom(self, path: MetricPath, label_selector: str = "",
+                     metric_label_selector: str = "") -> list[ObjectValue]:
+        try:
+            gr = normalise_resource(path.resource)
+        except ResourceError:
+            raise metric_not_found(path.metric, path.resource) from None
+        metric_reqs = _selector(metric_label_selector, "metricLabelSelector")
+        try:
+            matchers = to_promql_matchers(metric_reqs)
+        except SelectorError as exc:
+            raise bad_request(f"invalid metricLabelSelector: {exc}") from None
+        bindings = self._current().lookup(path.metric, gr)
+        single = None if path.wildcard else path.name
+        if not bindings or not self._scope_matches(bindings[0], path):
+            raise metric_not_found(path.metric, str(gr), single, metric_label_selector)
+        names: list[str] | None = [path.name]
+        if path.wildcard:
+            object_reqs = _selector(label_selector, "labelSelector")
+            names = await self._resolver.names(gr, path.namespace, object_reqs) if object_reqs else None
+            if names == []:
+                raise metric_not_found(path.metric, str(gr))
+        plan = self._plan_custom(bindings, path.namespace, names, matchers)
+        results = await self._run(plan)
+        values, at = self._merge(plan, results)
+        policy = bindings[0].rule.missing_value
+        wanted = names if names is not None else sorted(values)
+        echo = to_label_selector(metric_reqs)
+        items: list[ObjectValue] = []
+        for name in wanted:
+            sample = values.get(name)
+            if sample is None:
+                if policy != MissingValue.ZERO:
+                    continue
+                sample = Sample({}, at, 0.0)
+            items.append(ObjectValue(kind(gr), api_version(gr), path.namespace, name, path.metric,
+                                     sample.timestamp, sample.value, echo))
+        if not items:
+            raise metric_not_found(path.metric, str(gr), single, metric_label_selector)
+        return items
+
+    @staticmethod
+    def _scope_matches(binding: Binding, path: MetricPath) -> bool:
+        """A namespaced metric needs a namespace in the path; a root-scoped one must not have one."""
+        return binding.namespaced == (path.namespace is not None)
+
+    def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
+                     matchers: list[str]) -> QueryPlan:
+        try:
+            queries = tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers)
+                            for b in bindings)
+        except QueryError as exc:
+            raise bad_request(str(exc)) from None
+        return QueryPlan(tuple(bindings), queries, tuple(names) if names is not None else None)
+
+    async def _run(self, plan: QueryPlan) -> list[list[Sample]]:
+        if log.isEnabledFor(logging.DEBUG):
+            for query in plan.queries:
+                log.debug("PromQL: %s", query)
+        try:
+            return list(await asyncio.gather(*(self._client.query(q) for q in plan.queries)))
+        except PrometheusUnavailable as exc:
+            raise unavailable(f"unable to fetch metrics: {exc}") from None
+        except QueryFailed as exc:
+            log.error("query failed: %s (queries: %s)", exc, plan.queries)
+            raise internal(f"unable to fetch metrics: {exc}") from None
+
+    @staticmethod
+    def _merge(plan: QueryPlan, results: list[list[Sample]]) -> tuple[dict[str, Sample], float]:
+        """Per object, the first rule with a finite sample wins; NaN and Inf count as no value."""
+        values: dict[str, Sample] = {}
+        latest = 0.0
+        for binding, samples in zip(plan.bindings, results, strict=True):
+            for sample in samples:
+                latest = max(latest, sample.timestamp)
+                name = result_object_name(binding, sample.labels)
+                if name is None or name in values or not sample.finite:
+                    continue
+                values[name] = sample
+        return values, latest or time.time()
+
+    # -- external.metrics.k8s.io -----------------------------------------------------------------------
+    async def external(self, namespace: str, metric: str, label_selector: str = "") -> list[ExternalValue]:
+        reqs = _selector(label_selector, "labelSelector")
+        try:
+            matchers = to_promql_matchers(reqs)
+        except SelectorError as exc:
+            raise bad_request(f"invalid labelSelector: {exc}") from None
+        bindings = self._current().external_lookup(metric)
+        if not bindings:
+            raise ApiError(404, f"the server could not find the external metric {metric}")
+        try:
+            queries = tuple(render_external(b, namespace=namespace if b.namespaced else None,
+                                            metric_matchers=matchers) for b in bindings)
+        except QueryError as exc:
+            raise bad_request(str(exc)) from None
+        results = await self._run(QueryPlan(tuple(bindings), queries, None))
+        items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value)
+                 for s in results[0] if math.isfinite(s.value)]
+        if not items and bindings[0].rule.missing_value == MissingValue.ZERO:
+            items = [ExternalValue(metric, {}, time.time(), 0.0)]
+        if not items:
+            raise ApiError(404, f"the server could not find the external metric {metric} (no finite samples)")
+        return items

@@ -1,0 +1,41 @@
+"""The rules engine: prometheus-adapter's rules file, discovery from series, and PromQL for a request (pure)."""
+
+from adapter.rules.catalogue import Binding, Catalogue, MetricInfo, build_catalogue
+from adapter.rules.config import DiscoveryRule, MissingValue, RulesConfig
+from adapter.rules.errors import QueryError, RulesError
+from adapter.rules.loader import load_rules, parse_rules
+from adapter.rules.presets import GPU_PRESETS_YAML, gpu_presets
+from adapter.rules.query import render_custom, render_external, result_object_name
+from adapter.rules.resources import (
+    GroupResource,
+    ResourceError,
+    api_version,
+    is_namespaced,
+    kind,
+    normalise_resource,
+)
+
+__all__ = [
+    "GPU_PRESETS_YAML",
+    "Binding",
+    "Catalogue",
+    "DiscoveryRule",
+    "GroupResource",
+    "MetricInfo",
+    "MissingValue",
+    "QueryError",
+    "ResourceError",
+    "RulesConfig",
+    "RulesError",
+    "api_version",
+    "build_catalogue",
+    "gpu_presets",
+    "is_namespaced",
+    "kind",
+    "load_rules",
+    "normalise_resource",
+    "parse_rules",
+    "render_custom",
+    "render_external",
+    "result_object_name",
+]

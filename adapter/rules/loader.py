@@ -1,0 +1,39 @@
+"""Loading a rules file and resolving its ``include`` list of built-in rule sets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from adapter.rules.config import RulesConfig, parse_document
+from adapter.rules.errors import RulesError
+from adapter.rules.presets import GPU_PRESETS, gpu_presets
+
+INCLUDES: Mapping[str, Callable[[], RulesConfig]] = {GPU_PRESETS: gpu_presets}
+
+
+def load_rules(path: str | os.PathLike[str]) -> RulesConfig:
+    """Read and parse a rules file; every problem is a one-line ``RulesError`` naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RulesError(f"cannot read the rules file: {exc}", source=str(path)) from None
+    return parse_rules(text, str(path))
+
+
+def parse_rules(text: str, source: str) -> RulesConfig:
+    """Parse rules text; included rule sets are appended after the file's own rules, which therefore win."""
+    config = parse_document(text, source)
+    rules, external = list(config.rules), list(config.external_rules)
+    for i, name in enumerate(config.include):
+        if name not in INCLUDES:
+            known = ", ".join(sorted(INCLUDES))
+            raise RulesError(f"unknown include {name!r} (known: {known})", source=source, path=f"include[{i}]")
+        if name in config.include[:i]:
+            continue
+        included = INCLUDES[name]()
+        rules.extend(included.rules)
+        external.extend(included.external_rules)
+    return replace(config, rules=tuple(rules), external_rules=tuple(external))

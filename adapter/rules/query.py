@@ -1,0 +1,67 @@
+"""Rendering a rule's ``metricsQuery`` for a request (pure). Every request value enters PromQL quoted.
+
+``.LabelMatchers`` is built as prometheus-adapter builds it: the metric label selector's matchers, then the
+namespace matcher, then (custom metrics) the object matcher, ``="name"`` for one object or an escaped
+``=~"a|b"`` for several. ``.LabelValuesByName`` values are regex-escaped and string-escaped, ready for
+``label=~"<<.LabelValuesByName.label>>"``. Every rendered query is parsed before it is returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from adapter.promql import PromQLError, matcher, one_of
+from adapter.rules.catalogue import Binding
+from adapter.rules.errors import QueryError
+from adapter.rules.queryargs import QueryArgs, regex_values, render_query
+
+
+def render_custom(
+    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str]
+) -> str:
+    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace``.
+
+    ``names=None`` asks for every object that has series: the object matcher becomes ``label!=""`` and
+    ``.LabelValuesByName`` holds ``.+`` for the object label.
+
+    ``metric_matchers`` are PromQL matchers already rendered with ``adapter.promql`` from the request's
+    ``metricLabelSelector``. No namespace matcher is added when the binding has no namespace label (root-scoped
+    objects; rules that match objects by name alone); ``namespace`` is then ignored.
+    """
+    label = binding.resource_label
+    if label is None:
+        raise QueryError(f"metric {binding.metric!r} is an external metric, not a custom one")
+    if names is not None and not names:
+        raise QueryError("no object names to query")
+    if binding.namespace_label is not None and namespace is None:
+        raise QueryError(f"{binding.group_resource} are namespaced: the request must name a namespace")
+    matchers = list(metric_matchers)
+    values = {label: regex_values(names) if names is not None else ".+"}
+    try:
+        if binding.namespace_label is not None and namespace is not None:
+            matchers.append(matcher(binding.namespace_label, "=", namespace))
+            values[binding.namespace_label] = regex_values([namespace])
+        matchers.append(one_of(label, names) if names is not None else matcher(label, "!=", ""))
+    except PromQLError as exc:
+        raise QueryError(str(exc)) from None
+    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (label,), values))
+
+
+def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str]) -> str:
+    """The query for an external metric; the namespace matcher only for a namespaced rule with a label for it."""
+    matchers = list(metric_matchers)
+    values: dict[str, str] = {}
+    if binding.namespace_label is not None and namespace is not None:
+        try:
+            matchers.append(matcher(binding.namespace_label, "=", namespace))
+        except PromQLError as exc:
+            raise QueryError(str(exc)) from None
+        values[binding.namespace_label] = regex_values([namespace])
+    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (), values))
+
+
+def result_object_name(binding: Binding, sample_labels: Mapping[str, str]) -> str | None:
+    """The object a returned sample belongs to: its resource label's value (``None`` if absent or external)."""
+    if binding.resource_label is None:
+        return None
+    return sample_labels.get(binding.resource_label) or None
