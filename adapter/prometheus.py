@@ -113,7 +113,8 @@ class PrometheusClient:
 
     def _server_timeout(self) -> str:
         # Prometheus gives up a little before we do, so a slow query ends as its error, not our timeout.
-        return f"{max(self.config.timeout_s * 0.9, 0.1):.3f}s"
+        # Prometheus durations take no decimals: whole milliseconds.
+        return f"{max(int(self.config.timeout_s * 900), 100)}ms"
 
     async def _call(self, path: str, params: Mapping[str, Any]) -> Any:
         headers = {"Authorization": f"Bearer {self._token.token()}"} if self._token else None

@@ -1,0 +1,622 @@
+"""The adapter's Prometheus client: request shape, auth, decoding, failures, TLS, and a real Prometheus.
+
+Unit tests drive :class:`PrometheusClient` through ``httpx.MockTransport``; the TLS tests use a throwaway CA and
+an ssl-wrapped ``http.server`` on loopback; the last tests query a real Prometheus scraping 1,500 series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import json
+import math
+import os
+import re
+import ssl
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from adapter.prometheus import (
+    PrometheusClient,
+    PrometheusConfig,
+    PrometheusError,
+    PrometheusUnavailable,
+    QueryFailed,
+    Sample,
+)
+from tests.support.prometheus import PrometheusServer, free_port
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+VECTOR_OK: dict[str, Any] = {
+    "status": "success",
+    "data": {"resultType": "vector", "result": [{"metric": {"pod": "p"}, "value": [1700000000.0, "1"]}]},
+}
+
+
+def _ok(data: Any) -> httpx.Response:
+    return httpx.Response(200, json={"status": "success", "data": data})
+
+
+def _vector_ok() -> httpx.Response:
+    return httpx.Response(200, json=VECTOR_OK)
+
+
+@dataclass
+class _Recorder:
+    """A MockTransport handler that records every request and answers with ``respond``."""
+
+    respond: Callable[[httpx.Request], httpx.Response] = field(default=lambda _request: _vector_ok())
+    requests: list[httpx.Request] = field(default_factory=list)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        self.requests.append(request)
+        return self.respond(request)
+
+
+def _client(handler: Handler, **config: Any) -> PrometheusClient:
+    return PrometheusClient(
+        PrometheusConfig(url=config.pop("url", "http://prometheus.test:9090/"), **config),
+        transport=httpx.MockTransport(handler),
+    )
+
+
+def _query(handler: Handler, promql: str = "up", at: float | None = None, **config: Any) -> list[Sample]:
+    async def main() -> list[Sample]:
+        client = _client(handler, **config)
+        try:
+            return await client.query(promql, at=at)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def _form(request: httpx.Request) -> dict[str, list[str]]:
+    return parse_qs(request.content.decode(), keep_blank_values=True, strict_parsing=True)
+
+
+def _big_selector(pods: int = 1500) -> str:
+    names = "|".join(f"trainer-{i:04d}-worker-7f9c6b5d8-{i:05x}-abcdefgh" for i in range(pods))
+    return f'gpu_util{{namespace="ml",pod=~"{names}"}}'
+
+
+_PROM_DURATION = re.compile(r"^(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+def _prometheus_duration(text: str) -> float:
+    """Seconds, parsed exactly as Prometheus's API ``parseDuration`` does (float seconds or a model.Duration)."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    match = _PROM_DURATION.match(text)
+    if not text or match is None:
+        raise ValueError(f"Prometheus cannot parse {text!r} to a valid duration")
+    units = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+    return sum(int(part) * unit for part, unit in zip(match.groups(), units, strict=True) if part)
+
+
+# --- request shape -------------------------------------------------------------------------------------------
+
+
+def test_post_is_default_and_a_1500_pod_query_goes_in_the_form_body() -> None:
+    recorder = _Recorder()
+    promql = _big_selector()
+    assert len(promql) > 60_000
+
+    _query(recorder, promql)
+
+    (request,) = recorder.requests
+    assert request.method == "POST"
+    assert request.url.path == "/api/v1/query"
+    assert len(str(request.url)) < 100, "the PromQL must not be in the URL"
+    assert "trainer-0000" not in str(request.url)
+    assert request.headers["content-type"] == "application/x-www-form-urlencoded"
+    assert _form(request)["query"] == [promql]
+
+
+def test_get_mode_puts_the_query_and_time_in_the_query_string() -> None:
+    recorder = _Recorder()
+    promql = 'sum(gpu_util{namespace="ml"}) by (pod)'
+
+    _query(recorder, promql, at=1700000000.5, method="GET")
+
+    (request,) = recorder.requests
+    assert request.method == "GET"
+    assert request.url.path == "/api/v1/query"
+    assert request.url.params["query"] == promql
+    assert request.url.params["time"] == "1700000000.500"
+    assert request.content == b""
+
+
+@pytest.mark.parametrize("timeout_s", [0.5, 5.0, 30.0])
+def test_server_timeout_is_slightly_below_the_client_timeout_in_a_format_prometheus_accepts(timeout_s: float) -> None:
+    recorder = _Recorder()
+    _query(recorder, timeout_s=timeout_s)
+
+    sent = _form(recorder.requests[0])["timeout"][0]
+    assert 0.8 * timeout_s <= _prometheus_duration(sent) < timeout_s
+
+
+def test_prometheus_duration_helper_matches_prometheus() -> None:
+    # Checked against Prometheus 2.42: these are accepted (or rejected) by /api/v1/query's timeout parameter.
+    assert _prometheus_duration("4.5") == 4.5
+    assert _prometheus_duration("4s") == 4
+    assert _prometheus_duration("4500ms") == 4.5
+    assert _prometheus_duration("1m30s") == 90
+    with pytest.raises(ValueError):
+        _prometheus_duration("4.500s")
+
+
+def test_extra_headers_are_sent_on_every_request() -> None:
+    recorder = _Recorder(respond=lambda r: _vector_ok() if r.url.path.endswith("query") else _ok([]))
+
+    async def main() -> None:
+        client = _client(recorder, headers={"X-Scope-OrgID": "tenant-a"})
+        try:
+            await client.query("up")
+            await client.query("up")
+            await client.series(["up"], 0, 10)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert len(recorder.requests) == 3
+    assert [r.headers.get("x-scope-orgid") for r in recorder.requests] == ["tenant-a"] * 3
+
+
+def test_series_sends_match_time_window_and_returns_label_sets() -> None:
+    labels = [{"__name__": "up", "job": "a"}, {"__name__": "up", "job": "b"}]
+    recorder = _Recorder(respond=lambda _r: _ok(labels))
+
+    async def main() -> list[dict[str, str]]:
+        client = _client(recorder)
+        try:
+            return await client.series(['up{job="a"}', 'up{job="b"}'], 1700000000, 1700000060.25)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == labels
+    (request,) = recorder.requests
+    assert request.method == "POST"
+    assert request.url.path == "/api/v1/series"
+    form = _form(request)
+    assert form["match[]"] == ['up{job="a"}', 'up{job="b"}']
+    assert form["start"] == ["1700000000.000"]
+    assert form["end"] == ["1700000060.250"]
+
+
+# --- bearer token --------------------------------------------------------------------------------------------
+
+
+def _rotate(path: Path, token: str) -> None:
+    """Rewrite the token file the way kubelet does, and make the change visible to mtime checks."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(token + "\n")
+    os.replace(tmp, path)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+
+
+def test_bearer_token_file_is_sent_and_rotation_is_picked_up(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    _rotate(token_file, "token-one")
+    recorder = _Recorder()
+
+    async def main() -> None:
+        client = _client(recorder, bearer_token_file=str(token_file))
+        try:
+            await client.query("up")
+            await client.query("up")
+            _rotate(token_file, "token-two")  # same length: only the mtime tells the change
+            await client.query("up")
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert [r.headers["authorization"] for r in recorder.requests] == [
+        "Bearer token-one",
+        "Bearer token-one",
+        "Bearer token-two",
+    ]
+
+
+def test_missing_bearer_token_file_is_unavailable_and_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-token"
+    recorder = _Recorder()
+
+    with pytest.raises(PrometheusUnavailable, match=re.escape(str(missing))):
+        _query(recorder, bearer_token_file=str(missing))
+    assert recorder.requests == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="adapter bug: _TokenFile.token() only guards os.stat(); open() errors (a directory, EACCES, the file "
+    "vanishing between stat and open) escape as a raw OSError instead of PrometheusUnavailable",
+)
+def test_unreadable_bearer_token_file_is_unavailable(tmp_path: Path) -> None:
+    # A secret volume mounted as a directory: stat() succeeds, open() fails with IsADirectoryError.
+    token_dir = tmp_path / "token"
+    token_dir.mkdir()
+
+    with pytest.raises(PrometheusUnavailable, match=re.escape(str(token_dir))):
+        _query(_Recorder(), bearer_token_file=str(token_dir))
+
+
+# --- decoding ------------------------------------------------------------------------------------------------
+
+
+def test_vector_results_become_samples_including_nan_and_inf() -> None:
+    result = [
+        {"metric": {"__name__": "gpu_util", "pod": "a"}, "value": [1700000000.123, "0.75"]},
+        {"metric": {"pod": "b"}, "value": [1700000000.123, "NaN"]},
+        {"metric": {"pod": "c"}, "value": [1700000000.123, "+Inf"]},
+        {"metric": {"pod": "d"}, "value": [1700000000.123, "-Inf"]},
+    ]
+    recorder = _Recorder(respond=lambda _r: _ok({"resultType": "vector", "result": result}))
+
+    samples = _query(recorder, "gpu_util")
+
+    assert [s.labels for s in samples] == [r["metric"] for r in result]
+    assert all(s.timestamp == 1700000000.123 for s in samples)
+    assert samples[0].value == 0.75 and samples[0].finite
+    assert math.isnan(samples[1].value) and not samples[1].finite
+    assert samples[2].value == math.inf and not samples[2].finite
+    assert samples[3].value == -math.inf and not samples[3].finite
+
+
+def test_empty_vector_is_no_samples() -> None:
+    recorder = _Recorder(respond=lambda _r: _ok({"resultType": "vector", "result": []}))
+    assert _query(recorder) == []
+
+
+def test_scalar_result_is_one_unlabelled_sample() -> None:
+    recorder = _Recorder(respond=lambda _r: _ok({"resultType": "scalar", "result": [1700000000.5, "42"]}))
+
+    assert _query(recorder, "scalar(sum(up))") == [Sample({}, 1700000000.5, 42.0)]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"resultType": "matrix", "result": [{"metric": {"pod": "a"}, "values": [[1700000000, "1"]]}]},
+        {"resultType": "string", "result": [1700000000, "hello"]},
+    ],
+)
+def test_non_instant_vector_results_fail_the_query(data: dict[str, Any]) -> None:
+    recorder = _Recorder(respond=lambda _r: _ok(data))
+
+    with pytest.raises(QueryFailed, match=data["resultType"]):
+        _query(recorder, "gpu_util[5m]")
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "error"),
+    [
+        (400, "bad_data", '1:10: parse error: unexpected "}" in label matching'),
+        (422, "execution", "query processing would load too many samples into memory"),
+    ],
+)
+def test_prometheus_rejecting_the_query_is_query_failed(status: int, error_type: str, error: str) -> None:
+    body = {"status": "error", "errorType": error_type, "error": error}
+    recorder = _Recorder(respond=lambda _r: httpx.Response(status, json=body))
+
+    with pytest.raises(QueryFailed, match=re.escape(error)) as info:
+        _query(recorder, "gpu_util{")
+    assert not isinstance(info.value, PrometheusUnavailable)
+
+
+def test_503_is_unavailable() -> None:
+    body = {"status": "error", "errorType": "timeout", "error": "query timed out in query execution"}
+    recorder = _Recorder(respond=lambda _r: httpx.Response(503, json=body))
+
+    with pytest.raises(PrometheusUnavailable, match=r"503.*query timed out"):
+        _query(recorder)
+
+
+def test_non_json_502_is_unavailable() -> None:
+    html = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+    recorder = _Recorder(respond=lambda _r: httpx.Response(502, text=html, headers={"content-type": "text/html"}))
+
+    with pytest.raises(PrometheusUnavailable, match=r"502.*Bad Gateway") as info:
+        _query(recorder)
+    assert not isinstance(info.value, QueryFailed)
+
+
+def test_hanging_prometheus_is_unavailable_within_the_timeout() -> None:
+    async def hang(_request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        return _vector_ok()
+
+    timeout_s = 0.5
+    started = time.monotonic()
+    with pytest.raises(PrometheusUnavailable, match="did not answer"):
+        _query(hang, timeout_s=timeout_s)
+    assert time.monotonic() - started < timeout_s + 0.5
+
+
+def test_connection_refused_is_unavailable() -> None:
+    port = free_port()  # nothing listens there any more
+
+    async def main() -> None:
+        client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=2.0))
+        try:
+            await client.query("up")
+        finally:
+            await client.aclose()
+
+    with pytest.raises(PrometheusUnavailable, match="unreachable"):
+        asyncio.run(main())
+
+
+# --- TLS -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pki:
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+
+def _issue(
+    cn: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    usage: x509.ObjectIdentifier | None,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False
+        )
+    )
+    if usage is None:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).add_extension(
+            x509.KeyUsage(
+                digital_signature=False, content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+    else:
+        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            san = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+            builder = builder.add_extension(san, critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> _Pki:
+    d = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _issue("test-ca", ca_key, None, ca_key, None)
+    out = _Pki(d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key")
+    out.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for cn, usage, cert_path, key_path in [
+        ("prometheus", ExtendedKeyUsageOID.SERVER_AUTH, out.server_cert, out.server_key),
+        ("gpu-adapter", ExtendedKeyUsageOID.CLIENT_AUTH, out.client_cert, out.client_key),
+    ]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert_path.write_bytes(_issue(cn, key, ca, ca_key, usage).public_bytes(serialization.Encoding.PEM))
+        _write_key(key_path, key)
+    return out
+
+
+class _TlsServer(ThreadingHTTPServer):
+    peers: list[str | None]
+
+
+class _TlsHandler(BaseHTTPRequestHandler):
+    server: _TlsServer
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        peer = self.request.getpeercert()
+        subject = dict(item for rdn in peer["subject"] for item in rdn) if peer else None
+        self.server.peers.append(subject["commonName"] if subject else None)
+        body = json.dumps(VECTOR_OK).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = _answer
+    do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def tls_server(pki: _Pki) -> Iterator[_TlsServer]:
+    """HTTPS on loopback with a cert for 127.0.0.1; records the client certificate's CN (or None) per request."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    context.load_verify_locations(pki.ca)
+    context.verify_mode = ssl.CERT_OPTIONAL
+    server = _TlsServer(("127.0.0.1", 0), _TlsHandler)
+    server.peers = []
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def tls_url(tls_server: _TlsServer) -> str:
+    tls_server.peers.clear()
+    return f"https://127.0.0.1:{tls_server.server_address[1]}"
+
+
+def _tls_query(url: str, **config: Any) -> list[Sample]:
+    async def main() -> list[Sample]:
+        client = PrometheusClient(PrometheusConfig(url=url, timeout_s=3.0, **config))
+        try:
+            return await client.query("up")
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def test_tls_with_ca_file_succeeds(tls_url: str, tls_server: _TlsServer, pki: _Pki) -> None:
+    assert _tls_query(tls_url, ca_file=str(pki.ca)) == [Sample({"pod": "p"}, 1700000000.0, 1.0)]
+    assert tls_server.peers == [None]
+
+
+def test_tls_without_the_ca_fails_verification(tls_url: str, tls_server: _TlsServer) -> None:
+    with pytest.raises(PrometheusUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
+        _tls_query(tls_url)
+    assert tls_server.peers == []
+
+
+def test_tls_insecure_skip_verify_succeeds(tls_url: str) -> None:
+    assert len(_tls_query(tls_url, insecure_skip_verify=True)) == 1
+
+
+def test_tls_client_certificate_is_presented(tls_url: str, tls_server: _TlsServer, pki: _Pki) -> None:
+    samples = _tls_query(
+        tls_url, ca_file=str(pki.ca), client_cert_file=str(pki.client_cert), client_key_file=str(pki.client_key)
+    )
+    assert len(samples) == 1
+    assert tls_server.peers == ["gpu-adapter"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="adapter bug: _tls() returns False for insecure_skip_verify before loading client_cert_file, "
+    "so mTLS with skip-verify silently sends no client certificate",
+)
+def test_tls_insecure_skip_verify_still_presents_the_client_certificate(
+    tls_url: str, tls_server: _TlsServer, pki: _Pki
+) -> None:
+    _tls_query(
+        tls_url,
+        insecure_skip_verify=True,
+        client_cert_file=str(pki.client_cert),
+        client_key_file=str(pki.client_key),
+    )
+    assert tls_server.peers == ["gpu-adapter"]
+
+
+# --- a real Prometheus ---------------------------------------------------------------------------------------
+
+PODS = [f"pod-{i:04d}" for i in range(1500)]
+METRICS = (
+    "# TYPE gpu_util gauge\n"
+    + "".join(f'gpu_util{{namespace="ml",pod="{pod}"}} {i % 100}\n' for i, pod in enumerate(PODS))
+).encode()
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(METRICS)))
+        self.end_headers()
+        self.wfile.write(METRICS)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def real_prometheus() -> Iterator[PrometheusServer]:
+    """One real Prometheus for the module (prometheus_factory is function-scoped), scraping 1,500 series."""
+    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
+    thread = threading.Thread(target=exporter.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with PrometheusServer([f"127.0.0.1:{exporter.server_address[1]}"], scrape_interval="1s") as server:
+            server.wait_for("count(gpu_util)", lambda r: bool(r) and r[0]["value"][1] == "1500", timeout=30)
+            yield server
+    finally:
+        exporter.shutdown()
+        exporter.server_close()
+
+
+ALL_PODS = f'gpu_util{{namespace="ml",pod=~"{"|".join(PODS)}"}}'
+
+
+def _check_all_pods(samples: list[Sample]) -> None:
+    assert len(samples) == 1500
+    by_pod = {s.labels["pod"]: s for s in samples}
+    assert sorted(by_pod) == PODS
+    assert by_pod["pod-0042"].value == 42.0
+    assert by_pod["pod-1499"].value == 99.0
+    assert all(s.labels["namespace"] == "ml" and s.labels["__name__"] == "gpu_util" for s in samples)
+
+
+def test_real_prometheus_post_query_for_1500_pods(real_prometheus: PrometheusServer) -> None:
+    async def main() -> list[Sample]:
+        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
+        try:
+            return await client.query(ALL_PODS)
+        finally:
+            await client.aclose()
+
+    _check_all_pods(asyncio.run(main()))
+
+
+def test_real_prometheus_series_with_a_time_window(real_prometheus: PrometheusServer) -> None:
+    async def main() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
+        try:
+            now = time.time()
+            recent = await client.series(['gpu_util{namespace="ml"}'], now - 120, now + 1)
+            before = await client.series(['gpu_util{namespace="ml"}'], now - 7200, now - 3600)
+            return recent, before
+        finally:
+            await client.aclose()
+
+    recent, before = asyncio.run(main())
+    assert len(recent) == 1500
+    assert sorted(s["pod"] for s in recent) == PODS
+    assert all(s["__name__"] == "gpu_util" and s["namespace"] == "ml" and s["job"] == "test" for s in recent)
+    assert before == []
+
+
+def test_errors_share_a_base_class() -> None:
+    assert issubclass(PrometheusUnavailable, PrometheusError)
+    assert issubclass(QueryFailed, PrometheusError)
