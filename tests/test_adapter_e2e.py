@@ -345,3 +345,34 @@ def test_slow_or_down_prometheus_gives_503_within_the_timeout(stack: tuple) -> N
         assert response.status_code == 503
     finally:
         adapter.stop()
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+def test_https_only_with_tls_1_2_or_newer_and_a_kept_self_signed_certificate(stack: tuple) -> None:
+    import socket
+    import ssl
+
+    from cryptography import x509
+
+    adapter, _, tmp = stack
+    cert_file = tmp / "certs" / "apiserver.crt"
+    cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in sans.get_values_for_type(x509.DNSName)
+
+    def handshake(version: ssl.TLSVersion) -> str:
+        context = ssl.create_default_context(cafile=str(cert_file))
+        context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer old versions: the server must refuse
+        context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        context.maximum_version = version
+        with socket.create_connection(("127.0.0.1", adapter.port), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname="localhost") as tls:
+            return tls.version() or ""
+
+    assert handshake(ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    assert handshake(ssl.TLSVersion.TLSv1_3) == "TLSv1.3"
+    with pytest.raises(ssl.SSLError):
+        handshake(ssl.TLSVersion.TLSv1_1)
+    with socket.create_connection(("127.0.0.1", adapter.port), timeout=5) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP is not served
+        assert not raw.recv(64).startswith(b"HTTP/")
