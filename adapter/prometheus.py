@@ -64,18 +64,24 @@ class _TokenFile:
             raise PrometheusUnavailable(f"cannot read bearer token file {self.path}: {exc.strerror}") from None
         stamp = (st.st_mtime_ns, st.st_size)
         if stamp != self._stamp:
-            with open(self.path, encoding="utf-8") as fh:
-                self._token = fh.read().strip()
+            try:
+                with open(self.path, encoding="utf-8") as fh:
+                    self._token = fh.read().strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PrometheusUnavailable(f"cannot read bearer token file {self.path}: {exc}") from None
             self._stamp = stamp
         return self._token
 
 
-def _tls(config: PrometheusConfig) -> ssl.SSLContext | bool:
+def _tls(config: PrometheusConfig) -> ssl.SSLContext:
     if config.insecure_skip_verify:
-        return False
-    context = ssl.create_default_context(cafile=config.ca_file)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(cafile=config.ca_file)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if config.client_cert_file:
+    if config.client_cert_file:  # mTLS also when verification is skipped
         context.load_cert_chain(config.client_cert_file, config.client_key_file)
     return context
 

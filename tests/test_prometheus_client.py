@@ -246,11 +246,6 @@ def test_missing_bearer_token_file_is_unavailable_and_names_the_path(tmp_path: P
     assert recorder.requests == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter bug: _TokenFile.token() only guards os.stat(); open() errors (a directory, EACCES, the file "
-    "vanishing between stat and open) escape as a raw OSError instead of PrometheusUnavailable",
-)
 def test_unreadable_bearer_token_file_is_unavailable(tmp_path: Path) -> None:
     # A secret volume mounted as a directory: stat() succeeds, open() fails with IsADirectoryError.
     token_dir = tmp_path / "token"
@@ -528,11 +523,6 @@ def test_tls_client_certificate_is_presented(tls_url: str, tls_server: _TlsServe
     assert tls_server.peers == ["gpu-adapter"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter bug: _tls() returns False for insecure_skip_verify before loading client_cert_file, "
-    "so mTLS with skip-verify silently sends no client certificate",
-)
 def test_tls_insecure_skip_verify_still_presents_the_client_certificate(
     tls_url: str, tls_server: _TlsServer, pki: _Pki
 ) -> None:
