@@ -38,6 +38,7 @@ from adapter.prometheus import (
     QueryFailed,
     Sample,
 )
+from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
@@ -541,34 +542,19 @@ PODS = [f"pod-{i:04d}" for i in range(1500)]
 METRICS = (
     "# TYPE gpu_util gauge\n"
     + "".join(f'gpu_util{{namespace="ml",pod="{pod}"}} {i % 100}\n' for i, pod in enumerate(PODS))
-).encode()
-
-
-class _MetricsHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(METRICS)))
-        self.end_headers()
-        self.wfile.write(METRICS)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+)
 
 
 @pytest.fixture(scope="module")
 def real_prometheus() -> Iterator[PrometheusServer]:
     """One real Prometheus for the module (prometheus_factory is function-scoped), scraping 1,500 series."""
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
-    thread = threading.Thread(target=exporter.serve_forever, daemon=True)
-    thread.start()
+    endpoint = MetricsEndpoint(METRICS)
     try:
-        with PrometheusServer([f"127.0.0.1:{exporter.server_address[1]}"], scrape_interval="1s") as server:
+        with PrometheusServer([endpoint.address], scrape_interval="1s") as server:
             server.wait_for("count(gpu_util)", lambda r: bool(r) and r[0]["value"][1] == "1500", timeout=30)
             yield server
     finally:
-        exporter.shutdown()
-        exporter.server_close()
+        endpoint.stop()
 
 
 ALL_PODS = f'gpu_util{{namespace="ml",pod=~"{"|".join(PODS)}"}}'

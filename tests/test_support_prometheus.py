@@ -3,45 +3,27 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.support.metrics_endpoint import MetricsEndpoint
 
 if TYPE_CHECKING:
     from tests.support.prometheus import PrometheusServer
 
 # Registered as a plugin (not imported at module level) so pytest can rewrite its asserts without warning.
 
-METRICS_BODY = b'# TYPE test_metric gauge\ntest_metric{a="b"} 42\n'
-
-
-class _MetricsHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        if self.path.split("?")[0] != "/metrics":
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(METRICS_BODY)))
-        self.end_headers()
-        self.wfile.write(METRICS_BODY)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+METRICS_BODY = '# TYPE test_metric gauge\ntest_metric{a="b"} 42\n'
 
 
 @pytest.fixture
 def exporter() -> Iterator[str]:
     """Serve METRICS_BODY on a loopback port; yield its ``host:port``."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _MetricsHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    endpoint = MetricsEndpoint(METRICS_BODY)
+    yield endpoint.address
+    endpoint.stop()
 
 
 def _process_gone(pid: int) -> bool:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,6 +9,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from tests.support.processes import terminate
 from tests.support.prometheus import free_port
 
 
@@ -43,11 +42,4 @@ class AdapterProcess:
 
     def stop(self) -> str:
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.stdout.read() if self.proc.stdout else ""  # type: ignore[union-attr]
+        return terminate(self.proc)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from collections.abc import Sequence
 
 import httpx
 
+from tests.support.processes import terminate
 from tests.support.prometheus import free_port
 
 
@@ -45,11 +45,4 @@ class ExporterProcess:
     def stop(self) -> str:
         """Stop with SIGTERM (as the kubelet does) and return what the process logged."""
         self.client.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.stdout.read() if self.proc.stdout else ""  # type: ignore[union-attr]
+        return terminate(self.proc)
