@@ -14,30 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
+from tests.support.promql_checks import SPECIALS, hostile_text, parsed_matchers
 
-# MatchOp values are not hashable, so look them up by equality.
-OPS = [
-    (promql_parser.MatchOp.Equal, "="),
-    (promql_parser.MatchOp.NotEqual, "!="),
-    (promql_parser.MatchOp.Re, "=~"),
-    (promql_parser.MatchOp.NotRe, "!~"),
-]
-# Characters that mean something to PromQL strings or to regexes, mixed into otherwise arbitrary text.
-SPECIALS = list("\\.+*?()|[]{}^$\"'`\n\r\t\x00 ,=!~#}\ufffd")
-nasty_text = st.text(st.one_of(st.sampled_from(SPECIALS), st.characters(codec="utf-8")), max_size=12)
-
-
-def parsed_matchers(body: str) -> list[tuple[str, str, str]]:
-    """``(name, op, value)`` of every matcher in ``up{body}``; the selector must have no ``or`` groups."""
-    expr = promql_parser.parse("up{" + body + "}")
-    assert isinstance(expr, promql_parser.VectorSelector)
-    assert expr.name == "up"
-    assert not expr.matchers.or_matchers
-    return [(m.name, _op(m.op), m.value) for m in expr.matchers.matchers]
-
-
-def _op(op: object) -> str:
-    return next(symbol for match_op, symbol in OPS if match_op == op)
+nasty_text = hostile_text(12)
 
 
 @settings(max_examples=300, deadline=None)

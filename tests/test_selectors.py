@@ -6,7 +6,6 @@ import contextlib
 import re
 from urllib.parse import parse_qs, urlencode
 
-import promql_parser
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +19,7 @@ from adapter.selectors import (
     to_label_selector,
     to_promql_matchers,
 )
+from tests.support.promql_checks import hostile_text, parsed_matchers
 
 R = Requirement
 # A label value as Kubernetes validates it (apimachinery validation.IsValidLabelValue).
@@ -278,24 +278,13 @@ def test_matches(text: str, labels: dict[str, str], expected: bool) -> None:
 
 # --- properties -------------------------------------------------------------------------------------------------
 
-MATCH_OPS = [
-    (promql_parser.MatchOp.Equal, "="),
-    (promql_parser.MatchOp.NotEqual, "!="),
-    (promql_parser.MatchOp.Re, "=~"),
-    (promql_parser.MatchOp.NotRe, "!~"),
-]
-SPECIALS = list("\\.+*?()|[]{}^$\"'`\n\r\t\x00 ,=!~#}\ufffd")
-any_value = st.text(st.one_of(st.sampled_from(SPECIALS), st.characters(codec="utf-8")), max_size=10)
+any_value = hostile_text(10)
 prom_key = st.from_regex(r"[a-zA-Z]([a-zA-Z0-9_]{0,14}[a-zA-Z0-9])?", fullmatch=True)  # valid for both
 selector_words = ["a", "b_1", "x.y/z", "in", "notin", "=", "==", "!=", "!", "(", ")", ",", " ", "<", ">", "7", "-"]
 
 
 def parsed(matchers: list[str]) -> list[tuple[str, str, str]]:
-    expr = promql_parser.parse("up{" + ",".join(matchers) + "}")
-    assert isinstance(expr, promql_parser.VectorSelector)
-    assert expr.name == "up"
-    assert not expr.matchers.or_matchers
-    return [(m.name, next(s for op, s in MATCH_OPS if op == m.op), m.value) for m in expr.matchers.matchers]
+    return parsed_matchers(",".join(matchers))
 
 
 @st.composite
