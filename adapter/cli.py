@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+import clikit
 from adapter.prometheus import PrometheusClient, PrometheusConfig
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
 
@@ -186,16 +187,4 @@ def _logging(v: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
-    try:
-        app(args=argv, prog_name="gpu-adapter", standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except typer.TyperException as exc:
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        print(f"gpu-adapter: error: {' '.join(message.split())}", file=sys.stderr)
-        sys.exit(2)
-    except (UsageError, RulesError) as exc:
-        print(f"gpu-adapter: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    clikit.run(app, "gpu-adapter", argv, (UsageError, RulesError))

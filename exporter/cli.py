@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+import clikit
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.collector import Collector, CollectorOptions, PodAttribution
 from exporter.counters import CountersError, load_counters
@@ -197,16 +198,4 @@ def setup_logging(fmt: str, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
-    try:
-        app(args=argv, prog_name="gpu-exporter", standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except typer.TyperException as exc:  # usage errors: unknown flag, bad value
-        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        print(f"gpu-exporter: error: {' '.join(message.split())}", file=sys.stderr)
-        sys.exit(2)
-    except (StartupError, CountersError) as exc:
-        print(f"gpu-exporter: error: {exc}", file=sys.stderr)
-        sys.exit(getattr(exc, "code", 2))
+    clikit.run(app, "gpu-exporter", argv, (StartupError, CountersError))
