@@ -93,7 +93,6 @@ def serve(
     prometheus_client_tls_cert_file: CertFile = None,
     prometheus_client_tls_key_file: KeyFile = None,
     prometheus_header: Headers = None,
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Reserved: Kubernetes API access.")] = None,
     v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 4 debug, 6 every rendered PromQL.")] = 0,
 ) -> None:
     """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) over HTTPS."""

@@ -49,8 +49,8 @@ class StandaloneResolver:
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
                     selector: tuple[Requirement, ...]) -> list[str]:
-        raise bad_request("labelSelector needs the Kubernetes API to find the selected objects, and this adapter "
-                          "runs without one (run it in-cluster or give --kubeconfig)")
+        raise bad_request("labelSelector needs the Kubernetes API to find the selected objects, and this version "
+                          "of the adapter runs without one")
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class Collector:
         self.last_duration_s = 0.0
         self.last_success: float | None = None
         self._events_started = False
+        self._pod_status: PodResourcesStatus | None = None
         self._process = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self._process)
         self._snapshot = Snapshot(b"", 0.0)
@@ -189,7 +190,7 @@ class Collector:
         pods = self.options.pods
         if pods is None:
             return {}
-        status = pods.source()
+        status = self._pod_status = pods.source()  # self-metrics report this same snapshot
         index = build_pod_index(status.allocations, entities, id_type=pods.id_type,
                                 extra_resource_names=pods.extra_resource_names)
         labels = {}
@@ -303,9 +304,9 @@ class Collector:
         return fams
 
     def _pod_self_metrics(self) -> list[Family]:
-        if self.options.pods is None:
+        status = self._pod_status
+        if status is None:
             return []
-        status = self.options.pods.source()
         p = "gpu_exporter_pod_resources_"
         up = Family(p + "up", "gauge", "1 when the last kubelet PodResources List call succeeded.")
         up.add((), int(status.up))

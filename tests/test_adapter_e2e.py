@@ -376,3 +376,27 @@ def test_https_only_with_tls_1_2_or_newer_and_a_kept_self_signed_certificate(sta
     with socket.create_connection(("127.0.0.1", adapter.port), timeout=5) as raw:
         raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # plain HTTP is not served
         assert not raw.recv(64).startswith(b"HTTP/")
+
+
+def test_not_ready_until_discovery_completes(tmp_path: Path) -> None:
+    from tests.support.prometheus import free_port
+
+    nowhere = f"http://127.0.0.1:{free_port()}"  # nothing listens: series discovery cannot complete
+    adapter = AdapterProcess(nowhere, str(tmp_path / "certs"), ["--prometheus-timeout", "1s"], wait_ready=False)
+    try:
+        assert adapter.get("/healthz").status_code == 200  # alive, so the kubelet does not restart it
+        assert adapter.get("/readyz").status_code == 503  # but not ready: no catalogue to answer from
+        body = get_json(adapter, f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 503)
+        assert body["message"] == "metrics discovery has not completed yet"
+    finally:
+        adapter.stop()
+
+
+def test_verbosity_6_logs_every_rendered_promql(stack: tuple) -> None:
+    _, prom, tmp = stack
+    adapter = AdapterProcess(prom.url, str(tmp / "certs"), ["--v", "6"])
+    try:
+        assert adapter.get(f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL").status_code == 200
+    finally:
+        log = adapter.stop()
+    assert 'PromQL: avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml",pod="infer-0"})' in log

@@ -263,3 +263,14 @@ def test_self_metrics(tmp_path: Path) -> None:
     assert value(rows, "gpu_exporter_last_collection_success_timestamp_seconds") > 1.7e9
     assert 0 < value(rows, "gpu_exporter_collection_duration_seconds") < 5
     assert value(rows, "process_resident_memory_bytes") > 0
+
+
+def test_health_turns_503_when_collections_stop_arriving(tmp_path: Path) -> None:
+    import time
+
+    collector, _ = make(tmp_path)
+    collector.collect_once()
+    assert collector.health() == (True, "OK")
+    # a sampling thread stuck in a driver call: the last success ages past max(3 intervals, 10 s)
+    collector.last_success = time.time() - 11
+    assert collector.health() == (False, "no successful collection in the last 10s")
