@@ -1,0 +1,34 @@
+"""May this user do this: SubjectAccessReview with the Go library's exemptions and 10 s decision cache."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from adapter.auth.attributes import Attributes
+from adapter.auth.delegated import AccessResult
+from adapter.auth.identity import MASTERS, User
+from adapter.ttlcache import CoalescingCache
+
+DECISION_CACHE_TTL_S = 10.0  # Go: allow and deny both cached 10 s
+
+
+class AccessReviewer(Protocol):
+    async def review_access(self, user: User, attrs: Attributes) -> AccessResult: ...
+
+
+class Authorizer:
+    def __init__(self, reviewer: AccessReviewer, *, always_allow_groups: Iterable[str] = (MASTERS,),
+                 ttl_s: float = DECISION_CACHE_TTL_S) -> None:
+        self._reviewer = reviewer
+        self._always = frozenset(always_allow_groups)
+        self._cache: CoalescingCache[AccessResult] = CoalescingCache(lambda _: ttl_s)
+
+    async def authorize(self, user: User, attrs: Attributes) -> tuple[AccessResult, bool]:
+        """The decision and whether it was reused; raises DelegationUnavailable (callers fail closed)."""
+        if self._always & set(user.groups):
+            return AccessResult(True, "always allowed group"), False
+        reviewer = self._reviewer
+        key = (user.cache_key(), attrs)
+        result, source = await self._cache.lookup(key, lambda: reviewer.review_access(user, attrs))
+        return result, source != "miss"
