@@ -71,3 +71,13 @@ class TLSExtensionH11Protocol(H11Protocol):
         tls = _tls_scope(transport.get_extra_info("ssl_object"))
         if tls is not None:
             self.app = _WithTLSExtension(self.app, tls)
+
+
+def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext, **kwargs: Any) -> Any:
+    """A uvicorn Config serving ``app`` over ``ctx`` with the TLS extension protocol."""
+    import uvicorn
+
+    settings: dict[str, Any] = {"log_level": "warning", "access_log": False, "lifespan": "on"}
+    settings.update(kwargs)
+    return uvicorn.Config(app, host=host, port=port, http=TLSExtensionH11Protocol,
+                          ssl_context_factory=lambda _config, _default: ctx, **settings)
