@@ -1,0 +1,76 @@
+"""``ObjectResolver`` over the Kubernetes API: label selectors answered from watch-backed caches, never a LIST."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from kubernetes.client import ApiClient
+
+from adapter.kube.cache import MetadataCache
+from adapter.rules.resources import GroupResource
+from adapter.selectors import Requirement
+from adapter.status import ApiError, unavailable
+
+CacheFactory = Callable[[ApiClient, GroupResource], MetadataCache]
+
+
+class KubeResolver:
+    """One cache per group-resource, created on first use; a request waits (off the event loop) for its first sync."""
+
+    def __init__(self, api_client: ApiClient, *, sync_timeout: float = 10.0,
+                 cache_factory: CacheFactory = MetadataCache) -> None:
+        self._api_client = api_client
+        self._sync_timeout = sync_timeout
+        self._factory = cache_factory
+        self._caches: dict[GroupResource, MetadataCache] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        # One waiting thread per unsynced cache, shared by the requests that arrive meanwhile.
+        self._waits: dict[GroupResource, asyncio.Future[bool]] = {}
+
+    @property
+    def caches(self) -> Mapping[GroupResource, MetadataCache]:
+        with self._lock:
+            return MappingProxyType(dict(self._caches))
+
+    def cache(self, group_resource: GroupResource) -> MetadataCache:
+        with self._lock:
+            if self._closed:
+                raise unavailable("the Kubernetes object caches are shut down")
+            found = self._caches.get(group_resource)
+            if found is None:
+                found = self._caches[group_resource] = self._factory(self._api_client, group_resource)
+            return found
+
+    async def names(self, group_resource: GroupResource, namespace: str | None,
+                    selector: tuple[Requirement, ...]) -> list[str]:
+        cache = self.cache(group_resource)
+        if not cache.synced and not await self._wait(group_resource, cache):
+            if cache.not_served is not None:
+                raise ApiError(404, f"the Kubernetes API does not serve {group_resource}: {cache.not_served}")
+            why = cache.last_error or "no answer from the Kubernetes API yet"
+            raise unavailable(f"the cache of {group_resource} has not synced with the Kubernetes API "
+                              f"within {self._sync_timeout:g}s: {why}")
+        return cache.names(namespace, selector)
+
+    async def _wait(self, group_resource: GroupResource, cache: MetadataCache) -> bool:
+        future = self._waits.get(group_resource)
+        loop = asyncio.get_running_loop()
+        if future is None or future.done() or future.get_loop() is not loop:
+            future = asyncio.ensure_future(asyncio.to_thread(cache.wait_synced, self._sync_timeout))
+            self._waits[group_resource] = future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self._sync_timeout + 1.0)
+        except TimeoutError:
+            return cache.synced
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            caches = list(self._caches.values())
+            self._caches.clear()
+        for cache in caches:
+            cache.stop()
