@@ -1,0 +1,241 @@
+"""Replica proposals per metric, and how several proposals combine (spec §5.4-5.6).
+
+Values are integer milli-units; ratios are floats computed the way the controller does (each integer converted to
+a float, then divided), so results agree with it at the tolerance edges.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from loadtest.hpa.observe import (
+    ExternalValues,
+    FetchError,
+    ObjectValue,
+    Observations,
+    Pod,
+    PodPhase,
+    PodValues,
+    Reading,
+)
+from loadtest.hpa.spec import MetricSpec, MetricType, TargetType, Tolerances
+
+__all__ = [
+    "MAX_INT32",
+    "MAX_INT64",
+    "NO_PODS",
+    "NO_POD_METRICS",
+    "Combined",
+    "MetricProposal",
+    "combine",
+    "propose",
+]
+
+MAX_INT32 = 2**31 - 1
+MIN_INT32 = -(2**31)
+MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
+
+NO_PODS = "no pods returned by selector while calculating replica count"
+NO_POD_METRICS = "did not receive metrics for targeted pods (pods might be unready)"
+
+
+class _MetricFailed(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class MetricProposal:
+    """One metric's outcome: a replica count, or the error that made it invalid.
+
+    ``current_milli`` is what ``status.currentMetrics`` would show: the average for Pods metrics and AverageValue
+    targets, the value (External: the sum) for Value targets. ``ratio`` is usage / target as first computed.
+    """
+
+    metric: MetricSpec
+    replicas: int | None = None
+    current_milli: int | None = None
+    ratio: float | None = None
+    error: str | None = None
+
+
+def propose(
+    metric: MetricSpec, reading: Reading | None, observed: Observations, tolerances: Tolerances
+) -> MetricProposal:
+    """The replica count this metric asks for, given the reading the metrics API gave for it."""
+    try:
+        return _propose(metric, reading, observed, tolerances)
+    except _MetricFailed as failure:
+        return MetricProposal(metric, error=str(failure))
+
+
+def _propose(metric: MetricSpec, reading: Reading | None, observed: Observations, tol: Tolerances) -> MetricProposal:
+    target = metric.target_milli
+    if reading is None or isinstance(reading, FetchError):
+        detail = "no reading was observed" if reading is None else reading.message
+        what = "external metric" if metric.type is MetricType.EXTERNAL else "metric"
+        raise _MetricFailed(f"unable to get {what} {metric.name}: {detail}")
+
+    if metric.type is MetricType.PODS:
+        values = _expect(reading, PodValues, metric).milli_by_pod
+        if not values:
+            raise _MetricFailed(f"unable to get metric {metric.name}: no metrics returned from custom metrics API")
+        replicas, usage, ratio = _pods_replicas(values, observed.pods, target, observed.spec_replicas, tol)
+        return MetricProposal(metric, replicas, usage, ratio)
+
+    if metric.type is MetricType.OBJECT:
+        usage = _expect(reading, ObjectValue, metric).milli
+    else:
+        items = _expect(reading, ExternalValues, metric).milli_items
+        if not items:
+            raise _MetricFailed(
+                f"unable to get external metric {metric.name}: no metrics returned from external metrics API"
+            )
+        usage = _saturating_sum(items)
+
+    if metric.target_type is TargetType.VALUE:
+        ratio = float(usage) / float(target)
+        replicas = _value_replicas(ratio, observed.spec_replicas, observed.pods, tol)
+        return MetricProposal(metric, replicas, usage, ratio)
+    return _average_value_proposal(metric, usage, observed.status, tol)
+
+
+_R = TypeVar("_R", PodValues, ObjectValue, ExternalValues)
+
+
+def _expect(reading: Reading, kind: type[_R], metric: MetricSpec) -> _R:
+    if not isinstance(reading, kind):
+        raise TypeError(f"metric {metric.key!r} is a {metric.type} metric; it needs a {kind.__name__} reading")
+    return reading
+
+
+def _pods_replicas(
+    values: Mapping[str, int], pods: Sequence[Pod], target: int, current: int, tol: Tolerances
+) -> tuple[int, int, float]:
+    """(replicas, usage, ratio) for a Pods metric, with the missing/unready pod rules of §5.4."""
+    if not pods:
+        raise _MetricFailed(NO_PODS)
+    metrics = dict(values)
+    ready_count = 0
+    unready: list[str] = []
+    missing: list[str] = []
+    for pod in pods:
+        if pod.deleting or pod.phase is PodPhase.FAILED:
+            metrics.pop(pod.name, None)  # ignored altogether
+        elif pod.phase is PodPhase.PENDING:
+            metrics.pop(pod.name, None)
+            unready.append(pod.name)
+        elif pod.name not in metrics:
+            missing.append(pod.name)
+        else:
+            ready_count += 1
+    if not metrics:
+        raise _MetricFailed(NO_POD_METRICS)
+
+    usage = _average(metrics.values())
+    ratio = float(usage) / float(target)
+    scale_up_with_unready = bool(unready) and ratio > 1.0
+    if not scale_up_with_unready and not missing:
+        replicas = current if tol.within(ratio) else _ceil_replicas(ratio * float(ready_count))
+        return replicas, usage, ratio
+
+    # Assume the worst for the direction we are heading: missing pods at target on the way down, idle on the way
+    # up (a ratio of exactly 1 counts as "up"); unready pods idle on the way up.
+    for name in missing:
+        metrics[name] = target if ratio < 1.0 else 0
+    if scale_up_with_unready:
+        metrics.update(dict.fromkeys(unready, 0))
+    new_ratio = float(_average(metrics.values())) / float(target)
+    flipped = (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio)
+    if tol.within(new_ratio) or flipped:
+        return current, usage, ratio
+    replicas = _ceil_replicas(new_ratio * float(len(metrics)))
+    if (new_ratio < 1.0 and replicas > current) or (new_ratio > 1.0 and replicas < current):
+        return current, usage, ratio
+    return replicas, usage, ratio
+
+
+def _value_replicas(ratio: float, current: int, pods: Sequence[Pod], tol: Tolerances) -> int:
+    """Object/External Value targets: scale the count of Running+Ready pods by the ratio (``ceil(ratio)`` at 0)."""
+    if current == 0:
+        return _ceil_replicas(ratio)
+    if tol.within(ratio):
+        return current
+    if not pods:
+        raise _MetricFailed(f"unable to calculate ready pods: {NO_PODS}")
+    ready = sum(1 for pod in pods if pod.phase is PodPhase.RUNNING and pod.ready)
+    return _ceil_replicas(ratio * float(ready))
+
+
+def _average_value_proposal(metric: MetricSpec, usage: int, status: int, tol: Tolerances) -> MetricProposal:
+    """Object/External AverageValue targets: ``ceil(usage / target)``, judged against ``status.replicas``."""
+    target = metric.target_milli
+    ratio = _ieee_div(float(usage), float(target) * float(status))
+    replicas = status if tol.within(ratio) else _ceil_replicas(float(usage) / float(target))
+    average = math.ceil(float(usage) / float(status)) if status else None
+    return MetricProposal(metric, replicas, average, ratio)
+
+
+def _ieee_div(numerator: float, denominator: float) -> float:
+    """Float division with Go's results for a zero denominator (+-Inf, NaN) instead of an exception."""
+    if denominator:
+        return numerator / denominator
+    if numerator == 0 or math.isnan(numerator):
+        return math.nan
+    return math.copysign(math.inf, numerator) * math.copysign(1.0, denominator)
+
+
+def _average(values: Iterable[int]) -> int:
+    """Integer mean, truncated toward zero like Go's int64 division."""
+    items = list(values)
+    total = sum(items)
+    quotient = abs(total) // len(items)
+    return quotient if total >= 0 else -quotient
+
+
+def _saturating_sum(values: Iterable[int]) -> int:
+    total = 0
+    for value in values:
+        total = min(MAX_INT64, max(MIN_INT64, total + value))
+    return total
+
+
+def _ceil_replicas(value: float) -> int:
+    """``ceil`` into an int32 replica count, saturating instead of overflowing."""
+    if math.isnan(value):
+        raise ValueError("replica computation produced NaN")
+    if value >= MAX_INT32:
+        return MAX_INT32
+    if value <= MIN_INT32:
+        return MIN_INT32
+    return math.ceil(value)
+
+
+@dataclass(frozen=True)
+class Combined:
+    """The metrics' joint proposal. ``replicas`` is None when the controller would not scale this sync."""
+
+    replicas: int | None
+    metric: MetricSpec | None
+    error: str | None
+    first_failure: MetricProposal | None
+
+
+def combine(proposals: Sequence[MetricProposal], spec_replicas: int) -> Combined:
+    """Maximum of the valid proposals; refused when all fail, or when some fail and the rest would scale down."""
+    valid = [(p.replicas, p.metric) for p in proposals if p.replicas is not None]
+    failed = [p for p in proposals if p.replicas is None]
+    first_failure = failed[0] if failed else None
+    error = None
+    if first_failure is not None:
+        counts = f"{len(failed)} invalid out of {len(proposals)}"
+        error = f"invalid metrics ({counts}), first error is: {first_failure.error}"
+    if not valid:
+        return Combined(None, None, error, first_failure)
+    replicas, metric = max(valid, key=lambda pair: pair[0])  # the first of equal proposals names the reason
+    if failed and replicas < spec_replicas:
+        return Combined(None, None, error, first_failure)
+    return Combined(replicas, metric, error, first_failure)

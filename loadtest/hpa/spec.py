@@ -1,0 +1,282 @@
+"""The HorizontalPodAutoscaler (autoscaling/v2) spec as the controller reads it, and the controller's own settings.
+
+Every quantity is an ``int`` of milli-units: the controller converts each Quantity with ``MilliValue()`` (x1000,
+rounded up) and computes on those integers. The ``pods``/``object``/``external`` constructors take what a manifest
+holds instead (``"60"``, ``"850m"``, ``0.5``; a plain ``int`` there means units, not milli-units).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+from adapter.quantity import milli_value
+
+__all__ = [
+    "DEFAULT_DOWNSCALE_STABILIZATION_SECONDS",
+    "DEFAULT_SCALE_DOWN_POLICIES",
+    "DEFAULT_SCALE_UP_POLICIES",
+    "DEFAULT_SYNC_PERIOD_SECONDS",
+    "DEFAULT_TOLERANCE",
+    "MAX_POLICY_PERIOD_SECONDS",
+    "MAX_STABILIZATION_WINDOW_SECONDS",
+    "Behavior",
+    "ControllerConfig",
+    "EffectiveRules",
+    "HPASpec",
+    "MetricSpec",
+    "MetricType",
+    "PolicyType",
+    "QuantityLike",
+    "ScalingPolicy",
+    "ScalingRules",
+    "SelectPolicy",
+    "TargetType",
+    "Tolerances",
+    "milli",
+]
+
+QuantityLike = str | int | float | Decimal
+
+DEFAULT_SYNC_PERIOD_SECONDS = 15.0  # --horizontal-pod-autoscaler-sync-period
+DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
+DEFAULT_DOWNSCALE_STABILIZATION_SECONDS = 300.0  # --horizontal-pod-autoscaler-downscale-stabilization
+MAX_POLICY_PERIOD_SECONDS = 1800
+MAX_STABILIZATION_WINDOW_SECONDS = 3600
+
+
+def milli(quantity: QuantityLike) -> int:
+    """``Quantity.MilliValue()``: ``"850m" -> 850``, ``60 -> 60000``, ``"0.0001" -> 1`` (rounded up, like the HPA)."""
+    return milli_value(quantity)
+
+
+class MetricType(StrEnum):
+    OBJECT = "Object"
+    PODS = "Pods"
+    EXTERNAL = "External"
+
+
+class TargetType(StrEnum):
+    VALUE = "Value"
+    AVERAGE_VALUE = "AverageValue"
+
+
+class PolicyType(StrEnum):
+    PODS = "Pods"
+    PERCENT = "Percent"
+
+
+class SelectPolicy(StrEnum):
+    MAX = "Max"
+    MIN = "Min"
+    DISABLED = "Disabled"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One entry of ``spec.metrics``.
+
+    ``key`` names this metric's reading in ``Observations.metrics`` (default: the metric name; set it when two
+    metrics share a name). ``described_object`` is ``"Kind/name"`` for Object metrics and empty otherwise.
+    """
+
+    type: MetricType
+    name: str
+    target_type: TargetType
+    target_milli: int
+    described_object: str = ""
+    key: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
+        if self.target_milli <= 0:
+            raise ValueError(f"metric {self.name!r}: the target must be positive, got {self.target_milli} milli")
+        if self.type is MetricType.PODS and self.target_type is not TargetType.AVERAGE_VALUE:
+            raise ValueError(f"metric {self.name!r}: a Pods metric takes an AverageValue target")
+        kind, slash, obj = self.described_object.partition("/")
+        if self.type is MetricType.OBJECT and not (kind and slash and obj):
+            raise ValueError(f"metric {self.name!r}: an Object metric needs described_object 'Kind/name'")
+        if self.type is not MetricType.OBJECT and self.described_object:
+            raise ValueError(f"metric {self.name!r}: only Object metrics have a described object")
+
+    @classmethod
+    def pods(cls, name: str, average_value: QuantityLike, *, key: str = "") -> MetricSpec:
+        return cls(MetricType.PODS, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)
+
+    @classmethod
+    def object(
+        cls,
+        name: str,
+        described_object: str,
+        *,
+        value: QuantityLike | None = None,
+        average_value: QuantityLike | None = None,
+        key: str = "",
+    ) -> MetricSpec:
+        target_type, target = _one_target(name, value, average_value)
+        return cls(MetricType.OBJECT, name, target_type, target, described_object, key)
+
+    @classmethod
+    def external(
+        cls, name: str, *, value: QuantityLike | None = None, average_value: QuantityLike | None = None, key: str = ""
+    ) -> MetricSpec:
+        target_type, target = _one_target(name, value, average_value)
+        return cls(MetricType.EXTERNAL, name, target_type, target, key=key)
+
+    @property
+    def description(self) -> str:
+        """How the controller names the metric in its rescale reason, e.g. ``"pods metric X above target"``."""
+        if self.type is MetricType.PODS:
+            return f"pods metric {self.name}"
+        if self.type is MetricType.OBJECT:
+            return f"{self.described_object.partition('/')[0]} metric {self.name}"
+        return f"external metric {self.name}"
+
+
+def _one_target(name: str, value: QuantityLike | None, average_value: QuantityLike | None) -> tuple[TargetType, int]:
+    if (value is None) == (average_value is None):
+        raise ValueError(f"metric {name!r}: give exactly one of value and average_value")
+    if value is not None:
+        return TargetType.VALUE, milli(value)
+    assert average_value is not None
+    return TargetType.AVERAGE_VALUE, milli(average_value)
+
+
+@dataclass(frozen=True)
+class ScalingPolicy:
+    """At most ``value`` pods (or percent of the replicas at the period's start) per ``period_seconds``."""
+
+    type: PolicyType
+    value: int
+    period_seconds: int
+
+    def __post_init__(self) -> None:
+        if self.value <= 0:
+            raise ValueError(f"policy value must be positive, got {self.value}")
+        if not 0 < self.period_seconds <= MAX_POLICY_PERIOD_SECONDS:
+            raise ValueError(f"periodSeconds must be in 1..{MAX_POLICY_PERIOD_SECONDS}, got {self.period_seconds}")
+
+
+DEFAULT_SCALE_UP_POLICIES = (ScalingPolicy(PolicyType.PODS, 4, 15), ScalingPolicy(PolicyType.PERCENT, 100, 15))
+DEFAULT_SCALE_DOWN_POLICIES = (ScalingPolicy(PolicyType.PERCENT, 100, 15),)
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    """``behavior.scaleUp`` / ``behavior.scaleDown`` as written; ``None`` fields take the API defaults."""
+
+    stabilization_window_seconds: int | None = None
+    select_policy: SelectPolicy | None = None
+    policies: tuple[ScalingPolicy, ...] | None = None
+    tolerance: float | None = None
+
+    def __post_init__(self) -> None:
+        window = self.stabilization_window_seconds
+        if window is not None and not 0 <= window <= MAX_STABILIZATION_WINDOW_SECONDS:
+            raise ValueError(f"stabilizationWindowSeconds must be in 0..{MAX_STABILIZATION_WINDOW_SECONDS}")
+        if self.policies is not None and not self.policies:
+            raise ValueError("policies, when given, must hold at least one policy")
+        if self.tolerance is not None and self.tolerance < 0:
+            raise ValueError(f"tolerance must not be negative, got {self.tolerance}")
+
+
+@dataclass(frozen=True)
+class EffectiveRules:
+    """One direction's rules after defaulting: what the controller actually applies."""
+
+    stabilization_window_seconds: float
+    select_policy: SelectPolicy
+    policies: tuple[ScalingPolicy, ...]
+
+
+@dataclass(frozen=True)
+class Behavior:
+    """``spec.behavior``. Its presence switches the controller to the behavior-aware normalisation."""
+
+    scale_up: ScalingRules | None = None
+    scale_down: ScalingRules | None = None
+
+    def effective(self, downscale_stabilization_seconds: float) -> tuple[EffectiveRules, EffectiveRules]:
+        """(scale-up, scale-down) rules with each unset field defaulted on its own.
+
+        An unset scale-down window takes the controller's ``--horizontal-pod-autoscaler-downscale-stabilization``.
+        """
+        up = self.scale_up or ScalingRules()
+        down = self.scale_down or ScalingRules()
+        return (
+            EffectiveRules(
+                _or(up.stabilization_window_seconds, 0.0),
+                up.select_policy or SelectPolicy.MAX,
+                up.policies or DEFAULT_SCALE_UP_POLICIES,
+            ),
+            EffectiveRules(
+                _or(down.stabilization_window_seconds, downscale_stabilization_seconds),
+                down.select_policy or SelectPolicy.MAX,
+                down.policies or DEFAULT_SCALE_DOWN_POLICIES,
+            ),
+        )
+
+
+def _or(value: int | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """A ratio within ``[1 - scale_down, 1 + scale_up]`` keeps the current replica count for that metric."""
+
+    scale_down: float = DEFAULT_TOLERANCE
+    scale_up: float = DEFAULT_TOLERANCE
+
+    def within(self, ratio: float) -> bool:
+        return (1.0 - self.scale_down) <= ratio <= (1.0 + self.scale_up)
+
+
+@dataclass(frozen=True)
+class HPASpec:
+    """The parts of ``HorizontalPodAutoscaler.spec`` the replica computation reads."""
+
+    max_replicas: int
+    metrics: tuple[MetricSpec, ...]
+    min_replicas: int = 1
+    behavior: Behavior | None = None
+
+    def __post_init__(self) -> None:
+        if not self.metrics:
+            raise ValueError("an HPA needs at least one metric (Resource metrics are not modelled)")
+        keys = [m.key for m in self.metrics]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"metric keys must be unique, got {keys}; set MetricSpec.key to tell them apart")
+        if self.max_replicas < 1:
+            raise ValueError(f"maxReplicas must be at least 1, got {self.max_replicas}")
+        if not 0 <= self.min_replicas <= self.max_replicas:
+            raise ValueError(f"minReplicas must be in 0..maxReplicas, got {self.min_replicas}")
+
+    def tolerances(self, default: float) -> Tolerances:
+        """The cluster tolerance, overridden per direction by ``behavior.scaleUp/scaleDown.tolerance``."""
+        up = self.behavior.scale_up if self.behavior else None
+        down = self.behavior.scale_down if self.behavior else None
+        return Tolerances(
+            scale_down=default if down is None or down.tolerance is None else down.tolerance,
+            scale_up=default if up is None or up.tolerance is None else up.tolerance,
+        )
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """kube-controller-manager's HPA flags (defaults as shipped).
+
+    ``sync_period_seconds`` is not used by ``reconcile``; it is the cadence a loop should call it at.
+    """
+
+    tolerance: float = DEFAULT_TOLERANCE
+    downscale_stabilization_seconds: float = DEFAULT_DOWNSCALE_STABILIZATION_SECONDS
+    sync_period_seconds: float = DEFAULT_SYNC_PERIOD_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.tolerance < 0 or self.downscale_stabilization_seconds < 0:
+            raise ValueError("tolerance and downscale stabilisation must not be negative")
+        if self.sync_period_seconds <= 0:
+            raise ValueError(f"the sync period must be positive, got {self.sync_period_seconds}")
