@@ -19,6 +19,10 @@ import clikit
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.collector import Collector, CollectorOptions, PodAttribution
 from exporter.counters import CountersError, load_counters
+from exporter.kube_pod_directory import KubernetesApiDirectory
+from exporter.pod_directory import KubeletLogDirectory, PodDirectory
+from exporter.process_attribution import ProcessAttribution
+from exporter.procfs import ProcFs
 from exporter.server import AddressError, MetricsServer
 
 DCGM_DEFAULT_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
@@ -40,6 +44,11 @@ class GpuIdType(StrEnum):
 class HostnameLabel(StrEnum):
     Hostname = "Hostname"
     hostname = "hostname"
+
+
+class PodIdentitySource(StrEnum):
+    kubelet_logs = "kubelet-logs"
+    kubernetes_api = "kubernetes-api"
 
 
 class LogFormat(StrEnum):
@@ -81,6 +90,18 @@ def serve(
     pod_resources_refresh_interval: Annotated[int, typer.Option(
         "--pod-resources-refresh-interval", envvar="GPU_EXPORTER_POD_RESOURCES_REFRESH_INTERVAL", min=100,
         help="How often to ask the kubelet for GPU allocations, in milliseconds.")] = 2000,
+    proc_root: Annotated[str, typer.Option(
+        "--proc-root", envvar="GPU_EXPORTER_PROC_ROOT",
+        help="proc filesystem that shows the host's processes (per-pod values on shared GPUs; needs hostPID).")
+    ] = "/proc",
+    pod_identity_source: Annotated[PodIdentitySource, typer.Option(
+        "--pod-identity-source", envvar="GPU_EXPORTER_POD_IDENTITY_SOURCE",
+        help="Where pod UIDs and container IDs of GPU processes get their pod names: kubelet-logs (the kubelet's "
+             "/var/log/pods and /var/log/containers) or kubernetes-api (pods on $NODE_NAME, in-cluster).")
+    ] = PodIdentitySource.kubelet_logs,
+    kubelet_logs_dir: Annotated[str, typer.Option(
+        "--kubelet-logs-dir", envvar="GPU_EXPORTER_KUBELET_LOGS_DIR",
+        help="Directory holding the kubelet's pods/ and containers/ log directories.")] = "/var/log",
     devices: Annotated[str, typer.Option("-d", "--devices", envvar="DCGM_EXPORTER_DEVICES_STR",
                                          help="f (MIG instances where present, else GPUs), g, i or g+i.")] = "f",
     no_hostname: Annotated[bool, typer.Option("-n", "--no-hostname", envvar="DCGM_EXPORTER_NO_HOSTNAME")] = False,
@@ -105,17 +126,21 @@ def serve(
     if devices not in ("f", "g", "i", "g+i"):
         raise StartupError(f"--devices {devices!r}: expected f, g, i or g+i (device ranges are not supported)")
     counters = load_counters(_counters_path(collectors))
-    gpu_backend = open_backend(backend.value, fake_gpus, fake_state, fake_seed)
+    gpu_backend = open_backend(backend.value, fake_gpus, fake_state, fake_seed, collect_interval / 1000.0)
     pods = None
     watcher = None
+    directory = None
     if kubernetes:
         from exporter.podresources.client import PodResourcesWatcher
 
+        directory = pod_directory(pod_identity_source, kubelet_logs_dir)
         watcher = PodResourcesWatcher(pod_resources_kubelet_socket, pod_resources_refresh_interval / 1000.0)
         watcher.refresh_once()
         watcher.start()
         extra = frozenset(n.strip() for n in nvidia_resource_names.split(",") if n.strip())
-        pods = PodAttribution(watcher.snapshot, kubernetes_gpu_id_type.value, extra)  # type: ignore[arg-type]
+        processes = ProcessAttribution(ProcFs(proc_root), directory)
+        pods = PodAttribution(watcher.snapshot, kubernetes_gpu_id_type.value, extra,  # type: ignore[arg-type]
+                              processes)
     options = CollectorOptions(
         interval_s=collect_interval / 1000.0,
         device_mode=devices,  # type: ignore[arg-type]
@@ -142,6 +167,8 @@ def serve(
     collector.stop()
     if watcher is not None:
         watcher.stop()
+    if isinstance(directory, KubernetesApiDirectory):
+        directory.stop()
     gpu_backend.close()
 
 
@@ -151,7 +178,22 @@ def _counters_path(explicit: str | None) -> str | None:
     return DCGM_DEFAULT_COUNTERS if Path(DCGM_DEFAULT_COUNTERS).is_file() else None
 
 
-def open_backend(name: str, fake_gpus: int, fake_state: str | None, fake_seed: str) -> Backend:
+def pod_directory(source: PodIdentitySource, kubelet_logs_dir: str) -> PodDirectory:
+    if source is PodIdentitySource.kubelet_logs:
+        return KubeletLogDirectory(kubelet_logs_dir)
+    node = os.environ.get("NODE_NAME")
+    if not node:
+        raise StartupError("--pod-identity-source kubernetes-api needs NODE_NAME (set it from spec.nodeName)")
+    try:
+        directory = KubernetesApiDirectory.in_cluster(node)
+    except Exception as exc:  # the kubernetes client raises ConfigException and OSError variants
+        raise StartupError(f"--pod-identity-source kubernetes-api: no in-cluster configuration: {exc}") from None
+    directory.start()
+    return directory
+
+
+def open_backend(name: str, fake_gpus: int, fake_state: str | None, fake_seed: str,
+                 interval_s: float = 1.0) -> Backend:
     if name == "fake":
         from exporter.backends.fake import FakeBackend, FakeStateError
 
@@ -163,7 +205,7 @@ def open_backend(name: str, fake_gpus: int, fake_state: str | None, fake_seed: s
         return fake
     from exporter.backends.nvml import NvmlBackend, NvmlMissing
 
-    nvml = NvmlBackend()
+    nvml = NvmlBackend(gpm_min_gap_s=interval_s)
     try:
         nvml.open()
     except NvmlMissing as exc:

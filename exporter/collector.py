@@ -27,7 +27,8 @@ from exporter.backends.base import (
 from exporter.counters import Counter
 from exporter.entities import GpuEntity
 from exporter.exposition import Family, Labels, labels_of, render
-from exporter.pod_mapping import build_pod_index, pod_labels_for
+from exporter.pod_mapping import EntityKey, PodRef, build_pod_index, build_share_index, pod_labels_for
+from exporter.process_attribution import ProcessAttribution, SharedGpuResult, self_metric_families
 from exporter.xid import xid_message
 
 if TYPE_CHECKING:  # grpc costs ~12 MiB of RSS; only Kubernetes mode loads it
@@ -53,11 +54,13 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class PodAttribution:
-    """Kubernetes mode: where pod allocations come from and how device IDs are matched."""
+    """Kubernetes mode: where pod allocations come from, how device IDs are matched, and (optional) how GPU
+    processes are placed in pods for the per-pod families of shared GPUs."""
 
     source: Callable[[], PodResourcesStatus]
     id_type: Literal["uid", "device-name"] = "uid"
     extra_resource_names: frozenset[str] = frozenset()
+    processes: ProcessAttribution | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class Collector:
         self.last_success: float | None = None
         self._events_started = False
         self._pod_status: PodResourcesStatus | None = None
+        self._shared: SharedGpuResult | None = None
         self._process = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self._process)
         self._snapshot = Snapshot(b"", 0.0)
@@ -146,13 +150,15 @@ class Collector:
         try:
             self.backend.begin_collection()
             entities = self._current_entities()
-            pods = self._pod_labels(entities)
+            pods, shares = self._pod_labels(entities)
             healthy = self._read_all(entities, families, pods)
+            families.extend(self._shared_families(entities, shares, healthy))
             self.backend_up, self.backend_error = True, None
             self.last_success = time.time()
         except BackendUnavailable as exc:
             families = []  # never serve values from a backend that is down
             healthy = {}
+            self._shared = None
             self._enumerated_at = -1e18
             if self.backend_up or self.backend_error != str(exc):
                 log.error("GPU backend unavailable: %s", exc)
@@ -186,10 +192,12 @@ class Collector:
                 self._events_started = True
         return self._entities
 
-    def _pod_labels(self, entities: list[GpuEntity]) -> dict[tuple[int, int | None], dict[str, str]]:
+    def _pod_labels(self, entities: list[GpuEntity]) -> tuple[dict[EntityKey, dict[str, str]],
+                                                               dict[EntityKey, tuple[PodRef, ...]]]:
+        """Pod labels of entities held by exactly one container, and the share holders of shared entities."""
         pods = self.options.pods
         if pods is None:
-            return {}
+            return {}, {}
         status = self._pod_status = pods.source()  # self-metrics report this same snapshot
         index = build_pod_index(status.allocations, entities, id_type=pods.id_type,
                                 extra_resource_names=pods.extra_resource_names)
@@ -198,7 +206,20 @@ class Collector:
             found = pod_labels_for(refs)
             if found is not None:
                 labels[key] = found
-        return labels
+        if pods.processes is None:
+            return labels, {}
+        return labels, build_share_index(status.allocations, entities, id_type=pods.id_type,
+                                         extra_resource_names=pods.extra_resource_names)
+
+    def _shared_families(self, entities: list[GpuEntity], shares: dict[EntityKey, tuple[PodRef, ...]],
+                         healthy: dict[int, bool]) -> list[Family]:
+        """Per-pod families of shared GPUs (Kubernetes mode with process attribution); none for failed GPUs."""
+        attribution = self.options.pods.processes if self.options.pods else None
+        if attribution is None:
+            return []
+        alive = [e for e in entities if healthy.get(e.gpu, False)]
+        self._shared = attribution.collect(self.backend, alive, shares, self._base_labels)
+        return self._shared.families
 
     def _read_all(self, entities: list[GpuEntity], families: list[Family],
                   pods: dict[tuple[int, int | None], dict[str, str]]) -> dict[int, bool]:
@@ -300,6 +321,8 @@ class Collector:
                 ok = (entity.key, counter.name) not in self._unsupported
                 supported.add((*where, ("field", counter.name)), int(ok))
         fams.extend(self._pod_self_metrics())
+        if self._shared is not None:
+            fams.extend(self_metric_families(self._shared))
         fams.extend(self._backend_self_metrics())
         return fams
 

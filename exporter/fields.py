@@ -80,6 +80,16 @@ def _pcie_throughput(counter_name: str) -> NvmlReader:
     return lambda c: c.nv.nvmlDeviceGetPcieThroughput(c.gpu, getattr(c.nv, counter_name))
 
 
+def _gpm_ratio(metric: str) -> NvmlReader:
+    """A GPM percentage of this entity's sample pair as DCGM's 0-1 activity ratio."""
+    return lambda c: c.gpm(getattr(c.nv, metric), gpu_level=False) / 100.0
+
+
+def _gpm_bytes_per_second(metric: str) -> NvmlReader:
+    """A GPU-level GPM bandwidth in MiB/s as bytes/s (DCGM: "the int64 GPM metrics are bandwidth values in MiB")."""
+    return lambda c: int(c.gpm(getattr(c.nv, metric), gpu_level=True) * MIB)
+
+
 def _violation(field_name: str) -> NvmlReader:
     return lambda c: c.field_value(getattr(c.nv, field_name))
 
@@ -192,30 +202,31 @@ FIELDS: tuple[Field, ...] = (
        _G, 0, lambda c: c.remapped_rows()[0]),
     _F("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "0/1", "Whether remapping of rows has failed", _G, 0,
        lambda c: c.remapped_rows()[3]),
-    # Profiling fields. On Hopper and newer NVML's GPM API can produce them; until the GPM reader lands they are
-    # reported unsupported by the NVML backend (omitted, never 0). The fake backend simulates them.
+    # Profiling fields: NVML's GPM API (Hopper and newer; per GPU instance on MIG). Elsewhere unsupported, omitted.
     _F("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", "Ratio of time the graphics engine is active.", _I, 0.0,
-       None),
+       _gpm_ratio("NVML_GPM_METRIC_GRAPHICS_UTIL")),
     _F("DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio",
-       "The ratio of cycles an SM has at least 1 warp assigned.", _I, 0.0, None),
+       "The ratio of cycles an SM has at least 1 warp assigned.", _I, 0.0, _gpm_ratio("NVML_GPM_METRIC_SM_UTIL")),
     _F("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio",
-       "The ratio of number of warps resident on an SM.", _I, 0.0, None),
+       "The ratio of number of warps resident on an SM.", _I, 0.0, _gpm_ratio("NVML_GPM_METRIC_SM_OCCUPANCY")),
+    # DCGM maps the tensor field to GPM's ANY tensor metric, whatever "(HMMA)" in the help text says.
     _F("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio",
-       "Ratio of cycles the tensor (HMMA) pipe is active.", _I, 0.0, None),
+       "Ratio of cycles the tensor (HMMA) pipe is active.", _I, 0.0, _gpm_ratio("NVML_GPM_METRIC_ANY_TENSOR_UTIL")),
     _F("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp64 pipes are active.", _I, 0.0,
-       None),
+       _gpm_ratio("NVML_GPM_METRIC_FP64_UTIL")),
     _F("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp32 pipes are active.", _I, 0.0,
-       None),
+       _gpm_ratio("NVML_GPM_METRIC_FP32_UTIL")),
     _F("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge", "ratio", "Ratio of cycles the fp16 pipes are active.", _I, 0.0,
-       None),
+       _gpm_ratio("NVML_GPM_METRIC_FP16_UTIL")),
     _F("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio",
-       "Ratio of cycles the device memory interface is active sending or receiving data.", _I, 0.0, None),
+       "Ratio of cycles the device memory interface is active sending or receiving data.", _I, 0.0,
+       _gpm_ratio("NVML_GPM_METRIC_DRAM_BW_UTIL")),
     _F("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "B/s",
        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - "
-       "in bytes per second.", _G, 0, None),
+       "in bytes per second.", _G, 0, _gpm_bytes_per_second("NVML_GPM_METRIC_PCIE_TX_PER_SEC")),
     _F("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "B/s",
        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - "
-       "in bytes per second.", _G, 0, None),
+       "in bytes per second.", _G, 0, _gpm_bytes_per_second("NVML_GPM_METRIC_PCIE_RX_PER_SEC")),
     # Label fields: attached as labels named after the field on every GPU series.
     _F("DCGM_FI_DRIVER_VERSION", "label", "", "Driver Version", _G, "550.54.15",
        lambda c: _str(c.nv.nvmlSystemGetDriverVersion())),

@@ -148,6 +148,28 @@ def _sort_key(pod: PodRef) -> tuple[str, str, str]:
     return (pod.namespace, pod.name, pod.container)
 
 
+def _holders(
+    allocations: Iterable[DeviceAllocation],
+    entities: Sequence[GpuEntity],
+    id_type: IdType,
+    extra_resource_names: frozenset[str],
+) -> tuple[dict[EntityKey, set[PodRef]], set[EntityKey]]:
+    """Containers holding each entity, and the entities allocated through replica IDs (``::N``, ``/vgpuN``)."""
+    resolver = _EntityResolver(entities, id_type)
+    holders: dict[EntityKey, set[PodRef]] = {e.key: set() for e in entities}
+    replicated: set[EntityKey] = set()
+    for alloc in allocations:
+        if not is_gpu_resource(alloc.resource_name, extra_resource_names):
+            continue
+        parsed = parse_device_id(alloc.device_id)
+        key = resolver.resolve(parsed)
+        if key is not None:
+            holders[key].add(alloc.pod)
+            if parsed.replica is not None:
+                replicated.add(key)
+    return holders, replicated
+
+
 def build_pod_index(
     allocations: Iterable[DeviceAllocation],
     entities: Sequence[GpuEntity],
@@ -160,15 +182,26 @@ def build_pod_index(
     GPU UUIDs match only in ``uid`` mode and ``nvidiaN[/giK]`` only in ``device-name`` mode; MIG UUIDs and
     legacy MIG IDs match in both. Whole-GPU IDs never match a GPU that is exposed as MIG instances.
     """
-    resolver = _EntityResolver(entities, id_type)
-    holders: dict[EntityKey, set[PodRef]] = {e.key: set() for e in entities}
-    for alloc in allocations:
-        if not is_gpu_resource(alloc.resource_name, extra_resource_names):
-            continue
-        key = resolver.resolve(parse_device_id(alloc.device_id))
-        if key is not None:
-            holders[key].add(alloc.pod)
+    holders, _ = _holders(allocations, entities, id_type, extra_resource_names)
     return {key: tuple(sorted(pods, key=_sort_key)) for key, pods in holders.items()}
+
+
+def build_share_index(
+    allocations: Iterable[DeviceAllocation],
+    entities: Sequence[GpuEntity],
+    *,
+    id_type: IdType = "uid",
+    extra_resource_names: frozenset[str] = frozenset(),
+) -> dict[EntityKey, tuple[PodRef, ...]]:
+    """The shared entities only (time-slicing, MPS), each with the containers holding a share (sorted).
+
+    An entity is shared when it was allocated through a replica ID (``GPU-<uuid>::N``, GKE ``/vgpuN``; then even
+    a single holder counts, so a workload's per-pod metric exists from its first replica on) or when several
+    containers hold it.
+    """
+    holders, replicated = _holders(allocations, entities, id_type, extra_resource_names)
+    return {key: tuple(sorted(pods, key=_sort_key)) for key, pods in holders.items()
+            if key in replicated or len(pods) > 1}
 
 
 def pod_labels_for(pods: tuple[PodRef, ...]) -> dict[str, str] | None:

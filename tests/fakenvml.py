@@ -17,6 +17,16 @@ To use the fixture from another test module write ``fake_nvml = fakenvml.fake_nv
 
 Model attributes may be changed at any time; wrap multi-attribute updates in ``with fake.lock:`` when
 backend threads are running.  Most scalar attributes accept ``None`` to mean "not supported".
+
+GPM is modelled the way the hardware counts: each device keeps cumulative ``gpm_counters`` (metric id ->
+the metric integrated over time: percent-seconds for utilisation metrics, MiB for the ``*_PER_SEC``
+bandwidths).  ``nvmlGpmSampleGet`` records the counters and ``FakeNvml.clock()``; ``nvmlGpmMetricsGet``
+computes each metric from the recorded pair as (counter2 - counter1) / (time2 - time1).  A test drives it
+with :meth:`_FakeDevice.gpm_run` and a controllable clock::
+
+    fake.clock = lambda: now[0]
+    gpu.gpm_run(1.0, {pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: 62.5})  # 62.5 % busy for one second
+    now[0] += 1.0
 """
 
 from __future__ import annotations
@@ -97,12 +107,17 @@ class FakeMemory:
 
 @dataclass(kw_only=True)
 class FakeProcess:
-    """A compute process; gi/ci locate it in a MIG instance (``NO_ID`` outside MIG)."""
+    """A process in one of NVML's process lists; gi/ci locate it in a MIG instance (``NO_ID`` outside MIG).
+
+    ``kind`` picks the list: ``compute``, ``graphics`` or ``mps`` (MPS clients); a C+G process is two entries.
+    ``used_memory`` None is NVML_VALUE_NOT_AVAILABLE (WDDM).
+    """
 
     pid: int
-    used_memory: int
+    used_memory: int | None
     gpu_instance_id: int = NO_ID
     compute_instance_id: int = NO_ID
+    kind: str = "compute"
 
 
 @dataclass(kw_only=True)
@@ -137,7 +152,8 @@ class _FakeDevice:
     memory: FakeMemory | None = None
     fields: dict[FieldKey, tuple[int, float]] = field(default_factory=dict)
     field_errors: dict[FieldKey, int] = field(default_factory=dict)
-    gpm_metrics: dict[int, float] = field(default_factory=dict)
+    gpm_counters: dict[int, float] = field(default_factory=dict)
+    """Cumulative GPM counters (see the module docstring); a metric without a counter is NOT_SUPPORTED."""
     _handle_mem: ctypes.Array[ctypes.c_ubyte] = field(
         default_factory=_new_handle_memory, init=False, repr=False, compare=False
     )
@@ -149,6 +165,11 @@ class _FakeDevice:
 
     def _builtin_field(self, fid: int, scope: int) -> tuple[int, int, float] | None:
         return None
+
+    def gpm_run(self, seconds: float, rates: dict[int, float]) -> None:
+        """Let the device run ``seconds`` at the given metric values (percent, or MiB/s for bandwidths)."""
+        for metric, rate in rates.items():
+            self.gpm_counters[metric] = self.gpm_counters.get(metric, 0.0) + rate * seconds
 
     def field_value(self, fid: int, scope: int) -> tuple[int, int, float]:
         """``(nvmlReturn, valueType, value)`` for one field request."""
@@ -384,6 +405,8 @@ class _EventSet:
 class _GpmSample:
     memory: ctypes.Array[ctypes.c_ubyte]
     source: _FakeDevice | None = None
+    taken_at: float = 0.0
+    counters: dict[int, float] = field(default_factory=dict)
 
 
 class _FakeFunction:
@@ -448,6 +471,8 @@ class FakeNvml:
         self._failures: dict[tuple[str, int | None], _Failure] = {}
         self._event_sets: dict[int, _EventSet] = {}
         self._gpm_samples: dict[int, _GpmSample] = {}
+        self.clock: Callable[[], float] = time.monotonic
+        """Time (seconds) recorded in GPM samples."""
         self.lib = _FakeLib(self)
 
     # ------------------------------------------------------------------ test-facing API
@@ -477,6 +502,12 @@ class FakeNvml:
             self.hidden_symbols.add(name)
             self.lib._functions.pop(name, None)
             pynvml._nvmlGetFunctionPointer_cache.pop(name, None)
+
+    @property
+    def gpm_samples_allocated(self) -> int:
+        """GPM samples allocated and not yet freed."""
+        with self.lock:
+            return len(self._gpm_samples)
 
     def gpu_for_handle(self, handle: Any) -> FakeGpu | None:
         """The GPU a device handle (GPU or MIG) belongs to."""
@@ -872,25 +903,41 @@ class FakeNvml:
 
     # ------------------------------------------------------------------ processes
 
-    @_sym("nvmlDeviceGetComputeRunningProcesses_v3", mig_ok=True)
-    def _processes(self, gpu: FakeGpu, mig: FakeMigDevice | None, count: Any, infos: Any) -> int:
+    def _process_list(self, kind: str, gpu: FakeGpu, mig: FakeMigDevice | None, count: Any, infos: Any) -> int:
         procs = [
             p
             for p in gpu.processes
-            if mig is None
-            or (p.gpu_instance_id, p.compute_instance_id) == (mig.gpu_instance_id, mig.compute_instance_id)
+            if p.kind == kind
+            and (mig is None
+                 or (p.gpu_instance_id, p.compute_instance_id) == (mig.gpu_instance_id, mig.compute_instance_id))
         ]
         counter = _target(count)
         capacity, counter.value = counter.value, len(procs)
         if infos is None or capacity < len(procs):
             return pynvml.NVML_ERROR_INSUFFICIENT_SIZE if procs else _OK
+        not_available = pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value
         for slot, proc in zip(infos, procs, strict=False):
-            slot.pid, slot.usedGpuMemory = proc.pid, proc.used_memory
+            slot.pid = proc.pid
+            slot.usedGpuMemory = not_available if proc.used_memory is None else proc.used_memory
             slot.gpuInstanceId, slot.computeInstanceId = proc.gpu_instance_id, proc.compute_instance_id
         return _OK
 
+    @_sym("nvmlDeviceGetComputeRunningProcesses_v3", mig_ok=True)
+    def _compute_processes(self, gpu: FakeGpu, mig: FakeMigDevice | None, count: Any, infos: Any) -> int:
+        return self._process_list("compute", gpu, mig, count, infos)
+
+    @_sym("nvmlDeviceGetGraphicsRunningProcesses_v3", mig_ok=True)
+    def _graphics_processes(self, gpu: FakeGpu, mig: FakeMigDevice | None, count: Any, infos: Any) -> int:
+        return self._process_list("graphics", gpu, mig, count, infos)
+
+    @_sym("nvmlDeviceGetMPSComputeRunningProcesses_v3", mig_ok=True)
+    def _mps_processes(self, gpu: FakeGpu, mig: FakeMigDevice | None, count: Any, infos: Any) -> int:
+        return self._process_list("mps", gpu, mig, count, infos)
+
     @_sym("nvmlDeviceGetProcessUtilization")
     def _process_util(self, gpu: FakeGpu, mig: None, samples: Any, count: Any, since: Any) -> int:
+        if gpu.mig_mode == pynvml.NVML_DEVICE_MIG_ENABLE:  # per-process utilisation does not exist under MIG
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
         fresh = [s for s in gpu.process_samples if s.timestamp_us > _in(since)]
         counter = _target(count)
         if not fresh:
@@ -990,7 +1037,7 @@ class FakeNvml:
             return pynvml.NVML_ERROR_INVALID_ARGUMENT
         if not gpu.gpm_supported:
             return pynvml.NVML_ERROR_NOT_SUPPORTED
-        slot.source = source
+        slot.source, slot.taken_at, slot.counters = source, self.clock(), dict(source.gpm_counters)
         return _OK
 
     @_sym("nvmlGpmSampleGet")
@@ -1010,11 +1057,15 @@ class FakeNvml:
         s1, s2 = (self._gpm_samples.get(address_of(s) or 0) for s in (req.sample1, req.sample2))
         if s1 is None or s2 is None or s1.source is None or s1.source is not s2.source:
             return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        elapsed = s2.taken_at - s1.taken_at
+        if elapsed <= 0:  # this fake insists on (older, newer); what real NVML does with a reversed pair is unknown
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT
         for i in range(req.numMetrics):
             metric = req.metrics[i]
-            value = s1.source.gpm_metrics.get(metric.metricId)
-            metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if value is None else _OK
-            metric.value = value or 0.0
+            before, after = s1.counters.get(metric.metricId), s2.counters.get(metric.metricId)
+            supported = before is not None and after is not None
+            metric.nvmlReturn = _OK if supported else pynvml.NVML_ERROR_NOT_SUPPORTED
+            metric.value = (after - before) / elapsed if supported else 0.0  # type: ignore[operator]
         return _OK
 
 

@@ -21,8 +21,8 @@ from adapter.auth.requestheader import (
     ClientCAs,
     ConfigError,
     RequestHeaderConfig,
-    front_proxy_allowed,
     from_configmap,
+    front_proxy_allowed,
     identity_from_headers,
 )
 from tests.support.certs import issue, make_ca

@@ -454,6 +454,27 @@ def test_process_utilization(nvml: FakeNvml) -> None:
         pynvml.nvmlDeviceGetProcessUtilization(handle(0), 2_000)
 
 
+def test_graphics_and_mps_process_lists(nvml: FakeNvml) -> None:
+    nvml.gpus[0].processes = [
+        FakeProcess(pid=10, used_memory=MIB),
+        FakeProcess(pid=11, used_memory=2 * MIB, kind="graphics"),
+        FakeProcess(pid=12, used_memory=None, kind="mps"),
+    ]
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle(0))] == [10]
+    assert [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle(0))] == [
+        (11, 2 * MIB)]
+    # NVML_VALUE_NOT_AVAILABLE becomes None in pynvml
+    assert [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetMPSComputeRunningProcesses(handle(0))] == [
+        (12, None)]
+
+
+def test_process_utilization_not_supported_on_mig_enabled_gpu(nvml: FakeNvml) -> None:
+    nvml.gpus[0].add_mig("1g.10gb")
+    nvml.gpus[0].process_samples = [FakeProcessSample(pid=10, timestamp_us=1_000, sm=50)]
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetProcessUtilization(handle(0), 0)
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -511,26 +532,63 @@ def test_register_unsupported_event_type(nvml: FakeNvml) -> None:
 # --------------------------------------------------------------------------- GPM
 
 
-def test_gpm_unsupported_by_default_and_configurable(nvml: FakeNvml) -> None:
+def _metrics_get(first: object, second: object, *metric_ids: int) -> list[tuple[int, float]]:
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(metric_ids)
+    request.sample1, request.sample2 = first, second
+    for i, metric_id in enumerate(metric_ids):
+        request.metrics[i].metricId = metric_id
+    result = pynvml.nvmlGpmMetricsGet(request)
+    return [(result.metrics[i].nvmlReturn, result.metrics[i].value) for i in range(len(metric_ids))]
+
+
+def test_gpm_unsupported_by_default_and_computed_from_recorded_sample_pairs(nvml: FakeNvml) -> None:
     assert pynvml.nvmlGpmQueryDeviceSupport(handle(0)).isSupportedDevice == 0
     sample = pynvml.nvmlGpmSampleAlloc()
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pynvml.nvmlGpmSampleGet(handle(0), sample)
+    now = [100.0]
+    nvml.clock = lambda: now[0]
     gpu = nvml.gpus[0]
     gpu.gpm_supported = True
-    gpu.gpm_metrics = {pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 37.5}
+    occupancy, tx = pynvml.NVML_GPM_METRIC_SM_OCCUPANCY, pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC
+    gpu.gpm_run(10.0, {occupancy: 50.0, tx: 300.0})
     assert pynvml.nvmlGpmQueryDeviceSupport(handle(0)).isSupportedDevice == 1
     second = pynvml.nvmlGpmSampleAlloc()
     pynvml.nvmlGpmSampleGet(handle(0), sample)
+    gpu.gpm_run(2.0, {occupancy: 37.5, tx: 1000.0})  # the window between the two samples
+    now[0] += 2.0
     pynvml.nvmlGpmSampleGet(handle(0), second)
-    request = pynvml.c_nvmlGpmMetricsGet_t()
-    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-    request.numMetrics = 2
-    request.sample1, request.sample2 = sample, second
-    request.metrics[0].metricId = pynvml.NVML_GPM_METRIC_SM_OCCUPANCY
-    request.metrics[1].metricId = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
-    result = pynvml.nvmlGpmMetricsGet(request)
-    assert (result.metrics[0].nvmlReturn, result.metrics[0].value) == (pynvml.NVML_SUCCESS, 37.5)
-    assert result.metrics[1].nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED
+    gpu.gpm_run(1.0, {occupancy: 100.0})  # after the second sample: not in this pair
+    result = _metrics_get(sample, second, occupancy, tx, pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL)
+    assert result[0] == (pynvml.NVML_SUCCESS, 37.5)
+    assert result[1] == (pynvml.NVML_SUCCESS, 1000.0)  # MiB/s
+    assert result[2][0] == pynvml.NVML_ERROR_NOT_SUPPORTED
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):  # the older sample goes first
+        _metrics_get(second, sample, occupancy)
+    assert nvml.gpm_samples_allocated == 2
     pynvml.nvmlGpmSampleFree(sample)
+    pynvml.nvmlGpmSampleFree(second)
+    assert nvml.gpm_samples_allocated == 0
+
+
+def test_gpm_mig_samples_come_from_the_gpu_instance(nvml: FakeNvml) -> None:
+    now = [0.0]
+    nvml.clock = lambda: now[0]
+    gpu = nvml.gpus[0]
+    gpu.gpm_supported = True
+    mig = gpu.add_mig("3g.40gb", gpu_instance_id=2)
+    util = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+    mig.gpm_counters = {util: 0.0}
+    first, second = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+    pynvml.nvmlGpmMigSampleGet(handle(0), 2, first)
+    mig.gpm_run(1.0, {util: 80.0})
+    gpu.gpm_run(1.0, {util: 10.0})
+    now[0] += 1.0
+    pynvml.nvmlGpmMigSampleGet(handle(0), 2, second)
+    assert _metrics_get(first, second, util) == [(pynvml.NVML_SUCCESS, 80.0)]
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):  # no such GPU instance
+        pynvml.nvmlGpmMigSampleGet(handle(0), 9, first)
+    pynvml.nvmlGpmSampleFree(first)
     pynvml.nvmlGpmSampleFree(second)

@@ -30,7 +30,10 @@ PER_POD_IN_RULE_ORDER = (
     "DCGM_FI_DEV_FB_FREE",
     "DCGM_FI_DEV_POWER_USAGE",
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "gpu_pod_sm_utilization_ratio",
+    "gpu_pod_framebuffer_used_bytes",
 )
+RULES = 2 * len(PER_POD_IN_RULE_ORDER) + 1
 PER_POD = tuple(sorted(PER_POD_IN_RULE_ORDER))
 PODS = GroupResource("", "pods")
 NAMESPACES = GroupResource("", "namespaces")
@@ -108,17 +111,17 @@ def test_presets_load_with_the_rules_loader() -> None:
     config = gpu_presets()
     assert config is gpu_presets()  # parsed once
     assert config.source == "gpu-presets" and config.external_rules == ()
-    assert len(config.rules) == 11
+    assert len(config.rules) == RULES
     assert all(r.missing_value is MissingValue.ERROR for r in config.rules)
-    assert [r.where for r in config.rules] == [f"rules[{i}]" for i in range(11)]
+    assert [r.where for r in config.rules] == [f"rules[{i}]" for i in range(RULES)]
     queries = config.series_queries()
-    assert len(queries) == 11
+    assert len(queries) == RULES
     for name in PER_POD:
         assert f'{name}{{namespace!="",pod!=""}}' in queries
         assert f'{name}{{exported_namespace!="",exported_pod!=""}}' in queries
     assert queries[-1] == 'DCGM_FI_DEV_GPU_UTIL{service!=""}'
     # The same text is a valid rules file for prometheus-adapter users too.
-    assert len(parse_rules(GPU_PRESETS_YAML, "presets.yaml").rules) == 11
+    assert len(parse_rules(GPU_PRESETS_YAML, "presets.yaml").rules) == RULES
 
 
 def expected_metrics() -> list[MetricInfo]:
@@ -221,3 +224,56 @@ def test_service_value_is_the_average_of_all_gpus_in_real_prometheus(tmp_path: P
     [binding] = catalogue_for(dcgm_series(honor_labels=honor_labels)).lookup("DCGM_FI_DEV_GPU_UTIL_AVG", "service")
     query = render_custom(binding, namespace="default", names=["dcgm-exporter"], metric_matchers=[])
     assert_promql(tmp_path, _util_series(honor_labels), query, [({"service": "dcgm-exporter"}, 45.0)])
+
+
+# A time-sliced GPU as the exporter reports it: one per-pod series per container holding a share.
+# (pod, container, UUID, value): pod abcde has a sidecar sharing GPU 0 and a second share on GPU 1.
+SHARES = [
+    ("vision-api-6d9f8-abcde", "api", "GPU-9a1b2c3d-0000", 0.25),
+    ("vision-api-6d9f8-abcde", "sidecar", "GPU-9a1b2c3d-0000", 0.125),
+    ("vision-api-6d9f8-abcde", "api", "GPU-9a1b2c3d-0001", 0.125),
+    ("vision-api-6d9f8-fghij", "api", "GPU-9a1b2c3d-0000", 0.5),
+    ("vision-api-6d9f8-klmno", "api", "GPU-9a1b2c3d-0001", 0.0),  # holds a share, idle
+]
+SHARED_GPU_METRICS = ("gpu_pod_sm_utilization_ratio", "gpu_pod_framebuffer_used_bytes")
+
+
+def share_series(name: str, *, honor_labels: bool) -> list[tuple[dict[str, str], float]]:
+    out = []
+    for pod, container, uuid, share in SHARES:
+        labels = {"__name__": name, "gpu": uuid[-1], "UUID": uuid, "modelName": "NVIDIA A10G", **TARGET}
+        keys = ("namespace", "pod", "container") if honor_labels else (
+            "exported_namespace", "exported_pod", "exported_container")
+        labels.update(zip(keys, ("default", pod, container), strict=True))
+        out.append((labels, share))
+    return out
+
+
+@pytest.mark.parametrize("honor_labels", [True, False])
+def test_shared_gpu_metrics_are_discovered_for_pods(honor_labels: bool) -> None:
+    catalogue = catalogue_for([labels for name in SHARED_GPU_METRICS
+                               for labels, _ in share_series(name, honor_labels=honor_labels)])
+    for name in SHARED_GPU_METRICS:
+        assert MetricInfo(name, PODS, True) in catalogue.custom_metrics()
+        assert MetricInfo(name, NAMESPACES, False) in catalogue.custom_metrics()
+        resource_labels = [b.resource_label for b in catalogue.lookup(name, "pods")]
+        # with honorLabels false, `pod` names the exporter pod: both rules match, the exported one answers
+        assert resource_labels == (["pod"] if honor_labels else ["pod", "exported_pod"])
+
+
+@needs_promtool
+@pytest.mark.parametrize("honor_labels", [True, False])
+@pytest.mark.parametrize("name", SHARED_GPU_METRICS)
+def test_shared_gpu_share_per_pod_in_real_prometheus(tmp_path: Path, honor_labels: bool, name: str) -> None:
+    """A pod's containers add up on each GPU, then its GPUs average: abcde = avg(0.25 + 0.125, 0.125) = 0.25."""
+    series = share_series(name, honor_labels=honor_labels)
+    bindings = catalogue_for([labels for labels, _ in series]).lookup(name, "pods")
+    binding = bindings[0] if honor_labels else bindings[1]
+    names = ["vision-api-6d9f8-abcde", "vision-api-6d9f8-fghij", "vision-api-6d9f8-klmno", "vision-api-6d9f8-gone"]
+    query = render_custom(binding, namespace="default", names=names, metric_matchers=[])
+    label = binding.resource_label
+    assert label is not None
+    # the pod that no longer holds a share has no sample: no invented value
+    assert_promql(tmp_path, {_series_text(labels): v for labels, v in series}, query,
+                  [({label: "vision-api-6d9f8-abcde"}, 0.25), ({label: "vision-api-6d9f8-fghij"}, 0.5),
+                   ({label: "vision-api-6d9f8-klmno"}, 0.0)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Literal
 
 from exporter.entities import GpuEntity
@@ -25,6 +26,29 @@ class FieldUnavailable(Exception):
 
 class DeviceLost(Exception):
     """The GPU behind this entity failed (fallen off the bus, unknown error); drop its series and retry."""
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """One process using a GPU entity, as the driver reports it.
+
+    ``pid`` is in the exporter's PID namespace. ``fb_used_bytes`` is None when the driver cannot tell (WDDM).
+    ``sm_util`` is the process's SM utilisation in percent from the newest driver sample since the previous
+    collection; 0 when the driver had no sample for it (the process did not run kernels).
+    """
+
+    pid: int
+    fb_used_bytes: int | None
+    sm_util: int = 0
+
+
+@dataclass(frozen=True)
+class ProcessReport:
+    """The processes on one entity; ``sm_util_supported`` is False where the driver has no per-process
+    utilisation (MIG), and then every ``sm_util`` is meaningless and must not be reported."""
+
+    processes: tuple[GpuProcess, ...]
+    sm_util_supported: bool
 
 
 class Backend(ABC):
@@ -55,6 +79,11 @@ class Backend(ABC):
 
     @abstractmethod
     def label(self, entity: GpuEntity, field: Field) -> str: ...
+
+    def processes(self, entity: GpuEntity) -> ProcessReport:
+        """Per-process framebuffer and SM utilisation; raises like ``read`` (FieldNotSupported when the backend
+        cannot list processes at all)."""
+        raise FieldNotSupported(f"the {self.name} backend cannot list GPU processes")
 
     def start_events(self) -> None:
         """Start watching for XID events, if the backend has them."""

@@ -8,7 +8,10 @@ State file (every key optional; a field not given keeps its idle value from the 
         "1": {"lost": true},
         "2": {"unsupported": ["DCGM_FI_DEV_MEMORY_TEMP"], "xid": 79},
         "3": {"mig": [{"gpu_instance_id": 1, "profile": "3g.40gb", "DCGM_FI_DEV_FB_USED": 1200},
-                      {"gpu_instance_id": 2, "profile": "1g.10gb", "compute_instances": 2}]}
+                      {"gpu_instance_id": 2, "profile": "1g.10gb", "compute_instances": 2,
+                       "processes": [{"pid": 5150, "fb_used_mib": 900}]}]},
+        "4": {"processes": [{"pid": 4242, "sm_util": 35, "fb_used_mib": 2048},
+                            {"pid": 4343, "sm_util": 20, "fb_used_mib": 1024}]}
       },
       "nvml_error": null
     }
@@ -19,10 +22,16 @@ State file (every key optional; a field not given keeps its idle value from the 
 - ``mig``: GPU instances (dcgm-exporter flex mode then reports them instead of the GPU). GPU-level fields
   come from the GPU's own keys; instance-level fields (framebuffer, XID, profiling) from the instance's keys.
   Utilisation, encoder and decoder answer NotSupported under MIG, as NVML does.
+- ``processes``: what the driver's process APIs report for the GPU (or GPU instance): ``pid`` (required, as the
+  exporter's /proc sees it), ``fb_used_mib`` (framebuffer in MiB, default 0) and ``sm_util`` (the process's SM
+  utilisation in percent, an integer 0-100, default 0; not allowed under MIG, where NVML has no per-process
+  utilisation).
 - ``nvml_error``: a string makes the whole backend unavailable with that reason (``/health`` answers 503).
 
 Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
 ``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time.
+Where ``processes`` are given, ``DCGM_FI_DEV_FB_USED`` defaults to their framebuffer sum and (outside MIG)
+``DCGM_FI_DEV_GPU_UTIL`` to their SM utilisation sum, capped at 100.
 
 Identities are deterministic: GPU ``i`` has UUID ``GPU-<uuid5(URL, "gpu-autoscaler/fake/<seed>/<i>")>``, PCI bus
 id ``00000000:<0x10+i as 2 hex digits>:00.0``; MIG devices ``MIG-<uuid5(URL, ".../<i>/gi<g>/ci<c>")>``.
@@ -48,16 +57,19 @@ from exporter.backends.base import (
     DeviceMode,
     FieldNotSupported,
     FieldUnavailable,
+    GpuProcess,
+    ProcessReport,
     select_entities,
 )
 from exporter.entities import GpuEntity
-from exporter.fields import FIELDS_BY_NAME, Field, Value
+from exporter.fields import FIELDS_BY_NAME, MIB, Field, Value
 
 log = logging.getLogger("exporter.fake")
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
-_GPU_KEYS = {"lost", "unsupported", "xid", "mig"}
-_MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid"}
+_GPU_KEYS = {"lost", "unsupported", "xid", "mig", "processes"}
+_MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid", "processes"}
+_PROCESS_KEYS = {"pid", "fb_used_mib", "sm_util"}
 _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
 
 
@@ -78,6 +90,13 @@ def fake_pci_bus_id(index: int) -> str:
 
 
 @dataclass(frozen=True)
+class _ProcessState:
+    pid: int
+    fb_used_mib: float
+    sm_util: int
+
+
+@dataclass(frozen=True)
 class _MigState:
     gpu_instance_id: int
     profile: str
@@ -85,6 +104,7 @@ class _MigState:
     values: dict[str, Value]
     unsupported: frozenset[str]
     xid: int | None
+    processes: tuple[_ProcessState, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,7 @@ class _GpuState:
     unsupported: frozenset[str] = frozenset()
     xid: int | None = None
     mig: tuple[_MigState, ...] = ()
+    processes: tuple[_ProcessState, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,7 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
             unsupported=_unsupported(doc, where, fail),
             xid=_typed(doc, "xid", int, None, where, fail),
             mig=tuple(_parse_mig(m, f"{where}.mig[{i}]", fail) for i, m in enumerate(migs)),
+            processes=_parse_processes(doc, where, fail, utilisation=True),
         )
         ids = [m.gpu_instance_id for m in gpus[index].mig]
         if len(ids) != len(set(ids)):
@@ -157,7 +179,50 @@ def _parse_mig(doc: Any, where: str, fail: Callable[[str, str], FakeStateError])
     if cis < 1:
         raise fail(f"{where}.compute_instances", "must be at least 1")
     return _MigState(gi, profile, cis, _field_values(doc, _MIG_KEYS, where, fail),
-                     _unsupported(doc, where, fail), _typed(doc, "xid", int, None, where, fail))
+                     _unsupported(doc, where, fail), _typed(doc, "xid", int, None, where, fail),
+                     _parse_processes(doc, where, fail, utilisation=False))
+
+
+def _parse_processes(doc: dict[str, Any], where: str, fail: Callable[[str, str], FakeStateError], *,
+                     utilisation: bool) -> tuple[_ProcessState, ...]:
+    docs = doc.get("processes", [])
+    if not isinstance(docs, list):
+        raise fail(f"{where}.processes", "must be a list of processes")
+    processes = []
+    for i, proc in enumerate(docs):
+        at = f"{where}.processes[{i}]"
+        if not isinstance(proc, dict):
+            raise fail(at, "must be an object")
+        unknown = set(proc) - _PROCESS_KEYS
+        if unknown:
+            raise fail(f"{at}.{sorted(unknown)[0]}", "unknown key (expected pid, fb_used_mib, sm_util)")
+        pid = proc.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid < 1:
+            raise fail(f"{at}.pid", "required, a positive integer")
+        fb = proc.get("fb_used_mib", 0)
+        if isinstance(fb, bool) or not isinstance(fb, int | float) or not math.isfinite(fb) or fb < 0:
+            raise fail(f"{at}.fb_used_mib", f"must be a non-negative number, got {fb!r}")
+        if "sm_util" in proc and not utilisation:
+            raise fail(f"{at}.sm_util", "NVML has no per-process utilisation under MIG")
+        sm = proc.get("sm_util", 0)
+        if isinstance(sm, bool) or not isinstance(sm, int) or not 0 <= sm <= 100:
+            raise fail(f"{at}.sm_util", f"must be an integer percentage 0-100, got {sm!r}")
+        processes.append(_ProcessState(pid, fb, sm))
+    pids = [p.pid for p in processes]
+    if len(pids) != len(set(pids)):
+        raise fail(f"{where}.processes", "pid values must be unique")
+    return tuple(processes)
+
+
+def _with_process_defaults(values: dict[str, Value], processes: tuple[_ProcessState, ...],
+                           utilisation: bool) -> dict[str, Value]:
+    """Framebuffer used (and utilisation) default to what the simulated processes add up to."""
+    if not processes:
+        return values
+    derived: dict[str, Value] = {"DCGM_FI_DEV_FB_USED": int(sum(p.fb_used_mib for p in processes))}
+    if utilisation:
+        derived["DCGM_FI_DEV_GPU_UTIL"] = min(100, sum(p.sm_util for p in processes))
+    return derived | values
 
 
 def _field_values(doc: dict[str, Any], special: set[str], where: str,
@@ -309,7 +374,10 @@ class FakeBackend(Backend):
             raise DeviceLost("GPU is lost (simulated)")
         mig = self._mig(entity)
         in_instance = mig is not None and field.level == "instance"
-        source = _instance_values(mig) if in_instance and mig else gpu.values
+        if in_instance and mig:
+            source = _with_process_defaults(_instance_values(mig), mig.processes, utilisation=False)
+        else:
+            source = _with_process_defaults(gpu.values, gpu.processes, utilisation=not gpu.mig)
         unsupported = mig.unsupported if in_instance and mig else gpu.unsupported
         if field.name in unsupported or field.name in gpu.unsupported:
             raise FieldNotSupported(field.name)
@@ -347,6 +415,21 @@ class FakeBackend(Backend):
             total += power_w * (now - last) * 1000.0
         self._energy_mj[index], self._energy_at[index] = total, now
         return int(total)
+
+    def processes(self, entity: GpuEntity) -> ProcessReport:
+        """The simulated processes: a GPU instance's own, or a GPU's (with its instances' on a MIG GPU)."""
+        if self._state.nvml_error:
+            raise BackendUnavailable(self._state.nvml_error)
+        gpu = self._gpu(entity.gpu)
+        if gpu.lost:
+            raise DeviceLost("GPU is lost (simulated)")
+        mig = self._mig(entity)
+        if mig is not None:
+            procs, utilisation = mig.processes, False
+        else:
+            procs, utilisation = gpu.processes + tuple(p for m in gpu.mig for p in m.processes), not gpu.mig
+        return ProcessReport(tuple(GpuProcess(p.pid, int(p.fb_used_mib * MIB), p.sm_util if utilisation else 0)
+                                   for p in procs), utilisation)
 
     def label(self, entity: GpuEntity, field: Field) -> str:
         if field.name == "DCGM_FI_DRIVER_VERSION":

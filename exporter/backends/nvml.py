@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,9 +19,12 @@ from exporter.backends.base import (
     DeviceMode,
     FieldNotSupported,
     FieldUnavailable,
+    GpuProcess,
+    ProcessReport,
     mig_profile_name,
     select_entities,
 )
+from exporter.backends.gpm import GpmSampler, Results
 from exporter.entities import GpuEntity
 from exporter.fields import Field, Value
 
@@ -65,10 +69,12 @@ class DeviceContext:
     """What field readers see: the NVML module, the GPU handle, the MIG (or GPU) handle, memoised calls."""
 
     def __init__(self, nv: Any, gpu: Any, dev: Any, xid: Callable[[], int | None],
-                 rates: dict[str, tuple[float, float]]) -> None:
+                 rates: dict[str, tuple[float, float]],
+                 gpm: Callable[[bool], Results] | None = None) -> None:
         self.nv, self.gpu, self.dev = nv, gpu, dev
         self._xid = xid
         self._rates = rates
+        self._gpm = gpm
         self._memo: dict[Any, Any] = {}
 
     def _once(self, key: Any, call: Callable[[], Any]) -> Any:
@@ -120,6 +126,17 @@ class DeviceContext:
             return 0.0
         return (counter - previous[0]) / (now - previous[1])
 
+    def gpm(self, metric_id: int, gpu_level: bool) -> float:
+        """One GPM metric of this collection's sample pair: the GPU's (``gpu_level``) or this GPU instance's."""
+        if self._gpm is None:
+            raise FieldNotSupported("GPM is not available")
+        code, value = self._gpm(gpu_level).get(metric_id, (3, math.nan))
+        if code != 0:
+            raise self.nv.NVMLError(code)
+        if math.isnan(value):  # DCGM turns NaN into a blank value
+            raise FieldUnavailable("GPM metric has no value for this interval")
+        return value
+
     def last_xid(self) -> int:
         xid = self._xid()
         if xid is None:
@@ -135,6 +152,8 @@ class DeviceContext:
 class _Handles:
     gpu: Any
     dev: Any
+    members: tuple[Any, ...] = ()
+    """Every MIG device (compute instance) of a GPU instance; empty for a GPU."""
 
 
 class XidWatcher:
@@ -221,8 +240,14 @@ class XidWatcher:
 class NvmlBackend(Backend):
     name = "nvml"
 
-    def __init__(self, nv: Any | None = None) -> None:
+    def __init__(self, nv: Any | None = None, *, gpm_min_gap_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._nv = nv
+        self._gpm_min_gap_s = gpm_min_gap_s
+        self._clock = clock
+        self._gpm: GpmSampler | None = None
+        self._process_util: dict[int, tuple[dict[int, int], bool] | Exception] = {}
+        self._util_seen_us: dict[int, int] = {}
         self._handles: dict[tuple[int, int | None], _Handles] = {}
         self._gpu_handles: dict[int, Any] = {}
         self._contexts: dict[tuple[int, int | None], DeviceContext] = {}
@@ -249,9 +274,14 @@ class NvmlBackend(Backend):
                     "Kubernetes with the NVIDIA container runtime (runtimeClassName: nvidia)") from None
             raise BackendUnavailable(f"NVML init failed: {exc}") from None
         self._initialised = True
+        if self._gpm is not None:  # samples from before a re-initialisation are not trusted
+            self._gpm.close()
+        self._gpm = GpmSampler(nv, self._gpm_min_gap_s, self._clock)
 
     def close(self) -> None:
         self.stop_events()
+        if self._gpm is not None and self._initialised:
+            self._gpm.close()
         if self._initialised:
             with contextlib.suppress(self.nv.NVMLError):
                 self.nv.nvmlShutdown()
@@ -263,6 +293,9 @@ class NvmlBackend(Backend):
 
     def begin_collection(self) -> None:
         self._contexts.clear()
+        self._process_util.clear()
+        if self._gpm is not None:
+            self._gpm.begin_collection()
 
     def entities(self, mode: DeviceMode) -> list[GpuEntity]:
         nv = self.nv
@@ -284,9 +317,9 @@ class NvmlBackend(Backend):
                 gpu_handles[index] = handle
                 handles[gpu.key] = _Handles(handle, handle)
                 gpus.append(gpu)
-                for entity, mig_handle in self._describe_instances(gpu, handle):
+                for entity, members in self._describe_instances(gpu, handle):
                     instances.setdefault(index, []).append(entity)
-                    handles[entity.key] = _Handles(handle, mig_handle)
+                    handles[entity.key] = _Handles(handle, members[0], members)
             except nv.NVMLError as exc:
                 err = translate(exc)
                 if isinstance(err, BackendUnavailable):
@@ -297,6 +330,8 @@ class NvmlBackend(Backend):
                 continue
             self._failing.discard(index)
         self._handles, self._gpu_handles = handles, gpu_handles
+        if self._gpm is not None:
+            self._gpm.retain(set(handles))
         return select_entities(gpus, instances, mode)
 
     def _describe_gpu(self, index: int) -> tuple[GpuEntity, Any]:
@@ -309,7 +344,7 @@ class NvmlBackend(Backend):
             model_name=_text(nv.nvmlDeviceGetName(handle)),
         ), handle
 
-    def _describe_instances(self, gpu: GpuEntity, handle: Any) -> list[tuple[GpuEntity, Any]]:
+    def _describe_instances(self, gpu: GpuEntity, handle: Any) -> list[tuple[GpuEntity, tuple[Any, ...]]]:
         """MIG GPU instances of a GPU, compute instances folded into their GPU instance (as DCGM does)."""
         nv = self.nv
         try:
@@ -329,7 +364,8 @@ class NvmlBackend(Backend):
                     continue
                 raise
             gi = int(nv.nvmlDeviceGetGpuInstanceId(mig))
-            entry = by_gi.setdefault(gi, {"handle": mig, "uuids": [], "profile": None})
+            entry = by_gi.setdefault(gi, {"handles": [], "uuids": [], "profile": None})
+            entry["handles"].append(mig)
             entry["uuids"].append(_text(nv.nvmlDeviceGetUUID(mig)))
             if entry["profile"] is None:
                 attrs = nv.nvmlDeviceGetAttributes(mig)
@@ -337,7 +373,7 @@ class NvmlBackend(Backend):
         return [
             (GpuEntity(gpu=gpu.gpu, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, model_name=gpu.model_name,
                        gpu_instance_id=gi, gpu_instance_profile=entry["profile"],
-                       mig_uuids=tuple(sorted(entry["uuids"]))), entry["handle"])
+                       mig_uuids=tuple(sorted(entry["uuids"]))), tuple(entry["handles"]))
             for gi, entry in sorted(by_gi.items())
         ]
 
@@ -348,10 +384,13 @@ class NvmlBackend(Backend):
             if handles is None:
                 raise DeviceLost("not enumerated")
             xid = self.xid
+            gpm = self._gpm
             ctx = DeviceContext(
                 self.nv, handles.gpu, handles.dev,
                 (lambda: xid.last(entity.gpu, entity.gpu_instance_id)) if xid else (lambda: None),
-                self._rates.setdefault(entity.key, {}))
+                self._rates.setdefault(entity.key, {}),
+                (lambda gpu_level: gpm.metrics((entity.gpu, None if gpu_level else entity.gpu_instance_id),
+                                               handles.gpu)) if gpm else None)
             self._contexts[entity.key] = ctx
         return ctx
 
@@ -376,6 +415,86 @@ class NvmlBackend(Backend):
                     self._initialised = False
                 raise err from None
             raise
+
+    def processes(self, entity: GpuEntity) -> ProcessReport:
+        """Compute, graphics and MPS-client processes with their framebuffer, joined with the newest SM
+        utilisation sample per process since the previous collection (none under MIG)."""
+        handles = self._handles.get(entity.key)
+        if handles is None:
+            raise DeviceLost("not enumerated")
+        nv = self.nv
+        try:
+            memory = self._process_memory(handles.members or (handles.gpu,))
+            util, supported = self._utilisation(entity.gpu, handles.gpu) if not entity.is_mig else ({}, False)
+        except (FieldNotSupported, FieldUnavailable, DeviceLost, BackendUnavailable):
+            raise
+        except Exception as exc:
+            if isinstance(exc, nv.NVMLError) or type(exc).__name__ == "NVMLLibraryMismatchError":
+                err = translate(exc)
+                if isinstance(err, BackendUnavailable):
+                    self._initialised = False
+                raise err from None
+            raise
+        return ProcessReport(tuple(GpuProcess(pid, used, util.get(pid, 0)) for pid, used in sorted(memory.items())),
+                             supported)
+
+    def _process_memory(self, devices: tuple[Any, ...]) -> dict[int, int | None]:
+        """PID -> bytes over NVML's three process lists; a list the driver does not support is skipped."""
+        nv = self.nv
+        calls = (nv.nvmlDeviceGetComputeRunningProcesses, nv.nvmlDeviceGetGraphicsRunningProcesses,
+                 nv.nvmlDeviceGetMPSComputeRunningProcesses)
+        memory: dict[int, int | None] = {}
+        answered = False
+        for device in devices:
+            for call in calls:
+                try:
+                    processes = call(device)
+                except Exception as exc:
+                    if isinstance(translate(exc), FieldNotSupported):
+                        continue
+                    raise
+                answered = True
+                for proc in processes:  # a process in two lists (C+G) holds one allocation: never add twice
+                    pid, used = int(proc.pid), proc.usedGpuMemory
+                    if used is None:  # WDDM: the driver cannot tell
+                        memory.setdefault(pid, None)
+                    else:
+                        memory[pid] = max(memory.get(pid) or 0, int(used))
+        if not answered:
+            raise FieldNotSupported("no NVML process list is supported")
+        return memory
+
+    def _utilisation(self, index: int, gpu_handle: Any) -> tuple[dict[int, int], bool]:
+        """PID -> SM % of its newest sample since the last call, once per GPU and collection."""
+        if index not in self._process_util:
+            try:
+                self._process_util[index] = self._read_utilisation(index, gpu_handle)
+            except Exception as exc:
+                self._process_util[index] = exc
+        found = self._process_util[index]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _read_utilisation(self, index: int, gpu_handle: Any) -> tuple[dict[int, int], bool]:
+        nv = self.nv
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(gpu_handle, self._util_seen_us.get(index, 0))
+        except nv.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code in (0, _NOT_FOUND):  # no sample since the last call: nothing ran
+                return {}, True
+            if isinstance(translate(exc), FieldNotSupported):
+                return {}, False
+            raise
+        newest: dict[int, tuple[int, int]] = {}
+        for sample in samples:
+            pid, stamp = int(sample.pid), int(sample.timeStamp)
+            if pid not in newest or stamp >= newest[pid][0]:
+                newest[pid] = (stamp, int(sample.smUtil))
+        if newest:
+            self._util_seen_us[index] = max(stamp for stamp, _ in newest.values())
+        return {pid: util for pid, (_, util) in newest.items()}, True
 
     def start_events(self) -> None:
         if self.xid is None:
