@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -21,8 +21,12 @@ from adapter.api.serialise import (
     metric_value_list,
 )
 from adapter.discovery import Discovery
+from adapter.explain import explain
+from adapter.observe import ObserveRequests
 from adapter.prometheus import PrometheusClient
 from adapter.provider import Provider
+from adapter.rules_source import RulesSource
+from adapter.selfmetrics import CONTENT_TYPE, AdapterMetrics
 from adapter.status import ApiError
 
 log = logging.getLogger("adapter.app")
@@ -34,6 +38,8 @@ class AdapterState:
     discovery: Discovery
     provider: Provider
     serve_external: Callable[[], bool]
+    metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
+    rules: RulesSource | None = None  # watched for changes while serving
 
 
 def _json(body: dict, status: int = 200) -> JSONResponse:
@@ -45,7 +51,11 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if run_discovery:
             state.discovery.start()
+        if state.rules is not None:
+            state.rules.start()
         yield
+        if state.rules is not None:
+            await state.rules.stop()
         await state.discovery.stop()
         await state.client.aclose()
 
@@ -123,4 +133,17 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         items = await state.provider.external(namespace, metric, request.query_params.get("labelSelector", ""))
         return _json(external_metric_value_list(items))
 
+    @app.get("/metrics")
+    async def self_metrics() -> Response:
+        return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)
+
+    @app.get("/debug/explain/{path:path}")
+    async def debug_explain(request: Request, path: str) -> JSONResponse:
+        q = request.query_params
+        return _json(await explain(state.provider, "/" + path, q.get("labelSelector", ""),
+                                   q.get("metricLabelSelector", "")))
+
+    # Outermost middleware: keep this the LAST add_middleware call. Middleware added before it (authentication,
+    # authorization) runs inside it, so requests they end with 401/403 are still timed and logged.
+    app.add_middleware(ObserveRequests, metrics=state.metrics)
     return app

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 import clikit
+from adapter.logs import FORMATS, configure_logging
 from adapter.prometheus import PrometheusClient, PrometheusConfig
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
 
@@ -33,6 +34,11 @@ def parse_duration(text: str, flag: str) -> float:
     if not _DURATION.match(text):
         raise UsageError(f"{flag} {text!r}: expected a duration like 30s, 1m or 1m30s")
     return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+
+
+def parse_duration_or_zero(text: str, flag: str) -> float:
+    """A duration, or ``0`` to turn the feature off."""
+    return 0.0 if text.strip() == "0" else parse_duration(text, flag)
 
 
 def _headers(values: list[str]) -> dict[str, str]:
@@ -93,7 +99,14 @@ def serve(
     prometheus_client_tls_cert_file: CertFile = None,
     prometheus_client_tls_key_file: KeyFile = None,
     prometheus_header: Headers = None,
-    v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 4 debug, 6 every rendered PromQL.")] = 0,
+    v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 2 access log, 4 debug, 6 every rendered "
+                                   "PromQL.")] = 0,
+    logging_format: Annotated[str, typer.Option("--logging-format", help="text or json.")] = "text",
+    query_cache_ttl: Annotated[str, typer.Option("--query-cache-ttl", help=(
+        "Reuse a query result this long, never longer than Prometheus' scrape interval; 0: only share "
+        "identical queries in flight."))] = "5s",
+    config_reload_interval: Annotated[str, typer.Option("--config-reload-interval", help=(
+        "How often --config is checked for changes; 0 disables reloading."))] = "5s",
 ) -> None:
     """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) over HTTPS."""
     import uvicorn
@@ -101,9 +114,16 @@ def serve(
     from adapter.app import AdapterState, create_app
     from adapter.discovery import Discovery
     from adapter.provider import Provider
+    from adapter.querycache import QueryCache
+    from adapter.rules_source import RulesSource
+    from adapter.selfmetrics import AdapterMetrics
     from adapter.tls import self_signed
 
-    _logging(v)
+    if logging_format not in FORMATS:
+        raise UsageError(f"--logging-format {logging_format!r}: expected text or json")
+    configure_logging(v, logging_format)
+    cache_ttl = parse_duration_or_zero(query_cache_ttl, "--query-cache-ttl")
+    reload_interval = parse_duration_or_zero(config_reload_interval, "--config-reload-interval")
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
                              prometheus_ca_file, prometheus_client_tls_cert_file, prometheus_client_tls_key_file,
                              prometheus_header)
@@ -111,7 +131,7 @@ def serve(
     max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else relist
     if max_age < relist:
         raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
-    rules = _rules(config)
+    rules = RulesSource.load(config, interval_s=reload_interval)
     if bool(tls_cert_file) != bool(tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
     if tls_cert_file and tls_private_key_file:
@@ -120,11 +140,19 @@ def serve(
         cert, key = self_signed(cert_dir, ["localhost", "127.0.0.1", "::1"])
         log.info("serving with a self-signed certificate from %s", cert_dir)
     client = PrometheusClient(prom)
-    discovery = Discovery(client, lambda: rules, interval_s=relist, max_age_s=max_age)
-    provider = Provider(client, lambda: discovery.catalogue)
-    state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.external_rules))
+    metrics = AdapterMetrics()
+    cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
+    discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
+    discovery.after_relist(cache.refresh_freshness)
+    rules.on_change(lambda _: discovery.request_relist())
+    provider = Provider(cache, lambda: discovery.catalogue)
+    metrics.watch_discovery(discovery)
+    metrics.watch_query_cache(cache)
+    metrics.watch_rules(rules)
+    state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.current.external_rules),
+                         metrics=metrics, rules=rules)
     uvicorn.run(create_app(state), host=bind_address, port=secure_port, ssl_certfile=cert, ssl_keyfile=key,
-                log_level="warning", access_log=False, lifespan="on")
+                log_level="warning", log_config=None, access_log=False, lifespan="on")
 
 
 @app.command()
@@ -177,11 +205,51 @@ def check(
         raise typer.Exit(code)
 
 
-def _logging(v: int) -> None:
-    logging.basicConfig(level=logging.DEBUG if v >= 4 else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if v >= 6:
-        logging.getLogger("adapter.provider").setLevel(logging.DEBUG)
+@app.command()
+def explain(
+    path: Annotated[str, typer.Argument(help="API path, e.g. /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/"
+                                             "pods/*/DCGM_FI_DEV_GPU_UTIL (a ?labelSelector=... query works too).")],
+    prometheus_url: PromUrl,
+    config: Config = None,
+    label_selector: Annotated[str | None, typer.Option("--label-selector")] = None,
+    metric_label_selector: Annotated[str | None, typer.Option("--metric-label-selector")] = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="text or json.")] = "text",
+    metrics_max_age: Annotated[str, typer.Option("--metrics-max-age")] = "5m",
+    prometheus_verb: Verb = "POST",
+    prometheus_timeout: Timeout = "10s",
+    prometheus_token_file: TokenFile = None,
+    prometheus_ca_file: CaFile = None,
+    prometheus_header: Headers = None,
+) -> None:
+    """Show how a metric request is answered: rule, rendered PromQL, Prometheus' raw samples, objects, items."""
+    import json
+
+    from rich.console import Console
+
+    from adapter.explain import explain_live, query_selectors, render_text
+    from adapter.status import ApiError
+
+    if output not in ("text", "json"):
+        raise UsageError(f"--output {output!r}: expected text or json")
+    logging.getLogger("adapter").setLevel(logging.ERROR)  # a failure is reported once, as the error line
+    prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
+                             prometheus_ca_file, None, None, prometheus_header)
+    in_path = query_selectors(path)
+    selectors = (label_selector if label_selector is not None else in_path[0],
+                 metric_label_selector if metric_label_selector is not None else in_path[1])
+    try:
+        # resolver: None runs standalone (a labelSelector is refused); pass a Kubernetes-backed ObjectResolver
+        # here when --kubeconfig is given.
+        report = asyncio.run(explain_live(prom, _rules(config), path, *selectors,
+                                          max_age_s=parse_duration(metrics_max_age, "--metrics-max-age"),
+                                          resolver=None))
+    except ApiError as exc:
+        print(f"gpu-adapter: error: {exc.code} {exc.body()['reason']}: {exc.message}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    if output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        render_text(Console(highlight=False, soft_wrap=True), report)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from adapter.prometheus import PrometheusClient, PrometheusError
 from adapter.rules import Catalogue, RulesConfig, build_catalogue
@@ -27,13 +27,33 @@ class Discovery:
         self.last_duration_s = 0.0
         self.failures_total = 0
         self._task: asyncio.Task[None] | None = None
+        self._after_relist: list[Callable[[], Awaitable[None]]] = []
+        self._wake = asyncio.Event()
+
+    def after_relist(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Await ``hook()`` after every relist, failed or not (e.g. to re-read Prometheus' scrape intervals)."""
+        self._after_relist.append(hook)
+
+    def request_relist(self) -> None:
+        """Relist now rather than at the next interval (the rules changed); runs after a relist in progress."""
+        self._wake.set()
 
     @property
     def ready(self) -> bool:
         return self.catalogue is not None
 
     async def relist(self) -> bool:
-        """One relist: all distinct series queries in parallel; any failure keeps the previous catalogue."""
+        """One relist, then the ``after_relist`` hooks."""
+        ok = await self._relist()
+        for hook in self._after_relist:
+            try:
+                await hook()
+            except Exception:
+                log.exception("after-relist hook failed")
+        return ok
+
+    async def _relist(self) -> bool:
+        """All distinct series queries in parallel; any failure keeps the previous catalogue."""
         started = time.perf_counter()
         config = self._config()
         end = time.time()
@@ -67,6 +87,9 @@ class Discovery:
 
     async def _run(self) -> None:
         while True:
+            self._wake.clear()
             ok = await self.relist()
             # Until the first catalogue exists, retry quickly: the API is not ready without one.
-            await asyncio.sleep(self.interval_s if ok or self.ready else min(self.interval_s, 2.0))
+            delay = self.interval_s if ok or self.ready else min(self.interval_s, 2.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,16 +118,33 @@ class PrometheusClient:
         params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
         return await self._call("/api/v1/series", params)
 
+    async def targets(self) -> list[dict[str, Any]]:
+        """The active scrape targets (``/api/v1/targets`` answers GET only, whatever ``method`` says)."""
+        data = await self._call("/api/v1/targets", {"state": "active"}, method="GET")
+        targets = data.get("activeTargets") if isinstance(data, dict) else None
+        if not isinstance(targets, list):
+            raise PrometheusUnavailable("Prometheus answered /api/v1/targets without activeTargets")
+        return targets
+
+    async def scrape_intervals(self) -> list[float]:
+        """The distinct scrape intervals of the active targets, in seconds, smallest first (may be empty)."""
+        found = set()
+        for target in await self.targets():
+            seconds = parse_prometheus_duration(str(target.get("scrapeInterval", "")))
+            if seconds is not None:
+                found.add(seconds)
+        return sorted(found)
+
     def _server_timeout(self) -> str:
         # Prometheus gives up a little before we do, so a slow query ends as its error, not our timeout.
         # Prometheus durations take no decimals: whole milliseconds.
         return f"{max(int(self.config.timeout_s * 900), 100)}ms"
 
-    async def _call(self, path: str, params: Mapping[str, Any]) -> Any:
+    async def _call(self, path: str, params: Mapping[str, Any], method: str | None = None) -> Any:
         headers = {"Authorization": f"Bearer {self._token.token()}"} if self._token else None
         try:
             async with asyncio.timeout(self.config.timeout_s):
-                if self.config.method == "POST":
+                if (method or self.config.method) == "POST":
                     response = await self._http.post(path, data=params, headers=headers)
                 else:
                     response = await self._http.get(path, params=params, headers=headers)
@@ -148,3 +166,15 @@ class PrometheusClient:
         if response.status_code in (400, 422):
             raise QueryFailed(f"Prometheus rejected the query: {detail}")
         raise PrometheusUnavailable(f"Prometheus answered {response.status_code}: {detail}")
+
+
+_PROM_DURATION = re.compile(r"^(?:\d+(?:ms|y|w|d|h|m|s))+$")
+_PROM_PART = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
+_PROM_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def parse_prometheus_duration(text: str) -> float | None:
+    """Prometheus' duration syntax (``15s``, ``1m30s``, ``500ms``) in seconds; ``None`` if it is not one."""
+    if not _PROM_DURATION.match(text):
+        return None
+    return sum(int(n) * _PROM_UNIT[u] for n, u in _PROM_PART.findall(text))

@@ -17,6 +17,7 @@ from typing import Protocol
 from adapter.api.paths import MetricPath
 from adapter.api.serialise import ExternalValue, ObjectValue
 from adapter.prometheus import PrometheusClient, PrometheusUnavailable, QueryFailed, Sample
+from adapter.querycache import QueryCache
 from adapter.rules import (
     Binding,
     Catalogue,
@@ -32,9 +33,11 @@ from adapter.rules import (
     result_object_name,
 )
 from adapter.selectors import Requirement, SelectorError, parse_selector, to_label_selector, to_promql_matchers
+from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
 log = logging.getLogger("adapter.provider")
+promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
 
 
 class ObjectResolver(Protocol):
@@ -62,6 +65,33 @@ class QueryPlan:
     names: tuple[str, ...] | None  # None: every object with series
 
 
+@dataclass(frozen=True)
+class CustomRequest:
+    """A custom-metrics request checked and planned, before anything is asked of Prometheus."""
+
+    path: MetricPath
+    group_resource: GroupResource
+    metric_label_selector: str
+    echo: dict | None  # the metricLabelSelector as a LabelSelector, echoed in each item
+    plan: QueryPlan
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """A request traced end to end: the plan, what Prometheus answered per rule, and the outcome.
+
+    ``chosen`` maps each object (custom) to the sample that gave its value; ``error`` is the Status the API
+    answers after querying (e.g. 404 when no object has a usable value), ``None`` when it answers items.
+    """
+
+    plan: QueryPlan
+    label_selector: str
+    results: tuple[tuple[Sample, ...], ...]
+    chosen: dict[str, Sample]
+    items: tuple[ObjectValue, ...] | tuple[ExternalValue, ...]
+    error: ApiError | None
+
+
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
     try:
         return parse_selector(text)
@@ -70,9 +100,14 @@ def _selector(text: str, what: str) -> tuple[Requirement, ...]:
 
 
 class Provider:
-    def __init__(self, client: PrometheusClient, catalogue: Callable[[], Catalogue | None],
+    """``queries``: a ``QueryCache`` (coalescing, short reuse), or a bare client (each query sent as asked).
+
+    ``resolver`` turns a ``labelSelector`` into object names; without one (standalone) such requests get a 400.
+    """
+
+    def __init__(self, queries: QueryCache | PrometheusClient, catalogue: Callable[[], Catalogue | None],
                  resolver: ObjectResolver | None = None) -> None:
-        self._client = client
+        self._queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
         self._catalogue = catalogue
         self._resolver = resolver or StandaloneResolver()
 
@@ -85,6 +120,26 @@ class Provider:
     # -- custom.metrics.k8s.io -------------------------------------------------------------------------
     async def custom(self, path: MetricPath, label_selector: str = "",
                      metric_label_selector: str = "") -> list[ObjectValue]:
+        request = await self.plan_custom(path, label_selector, metric_label_selector)
+        return self._custom_items(request, await self._run(request.plan))
+
+    async def explain_custom(self, path: MetricPath, label_selector: str = "",
+                             metric_label_selector: str = "") -> Explanation:
+        """What ``custom`` does for this request, step by step; planning errors raise as they do there."""
+        request = await self.plan_custom(path, label_selector, metric_label_selector)
+        results = await self._run(request.plan)
+        chosen, _ = self._merge(request.plan, results)
+        try:
+            items: list[ObjectValue] = self._custom_items(request, results)
+            error = None
+        except ApiError as exc:
+            items, error = [], exc
+        return Explanation(request.plan, label_selector, tuple(tuple(r) for r in results), chosen, tuple(items),
+                           error)
+
+    async def plan_custom(self, path: MetricPath, label_selector: str = "",
+                          metric_label_selector: str = "") -> CustomRequest:
+        """Check the request, resolve the selected objects, render the PromQL: everything but the query."""
         try:
             gr = normalise_resource(path.resource)
         except ResourceError:
@@ -105,11 +160,14 @@ class Provider:
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
         plan = self._plan_custom(bindings, path.namespace, names, matchers)
-        results = await self._run(plan)
+        return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
+
+    def _custom_items(self, request: CustomRequest, results: list[list[Sample]]) -> list[ObjectValue]:
+        """The merged values, with the first rule's missing-value policy; none at all is a 404."""
+        path, gr, plan = request.path, request.group_resource, request.plan
         values, at = self._merge(plan, results)
-        policy = bindings[0].rule.missing_value
-        wanted = names if names is not None else sorted(values)
-        echo = to_label_selector(metric_reqs)
+        policy = plan.bindings[0].rule.missing_value
+        wanted = plan.names if plan.names is not None else sorted(values)
         items: list[ObjectValue] = []
         for name in wanted:
             sample = values.get(name)
@@ -118,9 +176,10 @@ class Provider:
                     continue
                 sample = Sample({}, at, 0.0)
             items.append(ObjectValue(kind(gr), api_version(gr), path.namespace, name, path.metric,
-                                     sample.timestamp, sample.value, echo))
+                                     sample.timestamp, sample.value, request.echo))
         if not items:
-            raise metric_not_found(path.metric, str(gr), single, metric_label_selector)
+            single = None if path.wildcard else path.name
+            raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)
         return items
 
     @staticmethod
@@ -138,11 +197,12 @@ class Provider:
         return QueryPlan(tuple(bindings), queries, tuple(names) if names is not None else None)
 
     async def _run(self, plan: QueryPlan) -> list[list[Sample]]:
-        if log.isEnabledFor(logging.DEBUG):
+        if promql_log.isEnabledFor(logging.DEBUG):
             for query in plan.queries:
-                log.debug("PromQL: %s", query)
+                promql_log.debug("PromQL: %s", query)
         try:
-            return list(await asyncio.gather(*(self._client.query(q) for q in plan.queries)))
+            return list(await asyncio.gather(*(self._queries.query(q, rule_label(b.rule))
+                                               for b, q in zip(plan.bindings, plan.queries, strict=True))))
         except PrometheusUnavailable as exc:
             raise unavailable(f"unable to fetch metrics: {exc}") from None
         except QueryFailed as exc:
@@ -165,6 +225,20 @@ class Provider:
 
     # -- external.metrics.k8s.io -----------------------------------------------------------------------
     async def external(self, namespace: str, metric: str, label_selector: str = "") -> list[ExternalValue]:
+        plan = self.plan_external(namespace, metric, label_selector)
+        return self._external_items(plan, metric, await self._run(plan))
+
+    async def explain_external(self, namespace: str, metric: str, label_selector: str = "") -> Explanation:
+        plan = self.plan_external(namespace, metric, label_selector)
+        results = await self._run(plan)
+        try:
+            items: list[ExternalValue] = self._external_items(plan, metric, results)
+            error = None
+        except ApiError as exc:
+            items, error = [], exc
+        return Explanation(plan, label_selector, tuple(tuple(r) for r in results), {}, tuple(items), error)
+
+    def plan_external(self, namespace: str, metric: str, label_selector: str = "") -> QueryPlan:
         reqs = _selector(label_selector, "labelSelector")
         try:
             matchers = to_promql_matchers(reqs)
@@ -178,10 +252,14 @@ class Provider:
                                             metric_matchers=matchers) for b in bindings)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        results = await self._run(QueryPlan(tuple(bindings), queries, None))
+        return QueryPlan(tuple(bindings), queries, None)
+
+    @staticmethod
+    def _external_items(plan: QueryPlan, metric: str, results: list[list[Sample]]) -> list[ExternalValue]:
+        """The first rule's finite samples (or a 0 under ``missingValue: zero``); none at all is a 404."""
         items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value)
                  for s in results[0] if math.isfinite(s.value)]
-        if not items and bindings[0].rule.missing_value == MissingValue.ZERO:
+        if not items and plan.bindings[0].rule.missing_value == MissingValue.ZERO:
             items = [ExternalValue(metric, {}, time.time(), 0.0)]
         if not items:
             raise ApiError(404, f"the server could not find the external metric {metric} (no finite samples)")

@@ -13,7 +13,7 @@ def run(app: typer.Typer, prog: str, argv: list[str] | None, expected: tuple[typ
     An expected exception may carry an exit ``code`` attribute (default 2).
     """
     try:
-        app(args=argv, prog_name=prog, standalone_mode=False)
+        code = app(args=argv, prog_name=prog, standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -23,6 +23,9 @@ def run(app: typer.Typer, prog: str, argv: list[str] | None, expected: tuple[typ
         _fail(prog, " ".join(message.split()), 2)
     except expected as exc:
         _fail(prog, str(exc), getattr(exc, "code", 2))
+    else:
+        if isinstance(code, int) and code:  # click returns (not raises) a command's typer.Exit(code) here
+            sys.exit(code)
 
 
 def _fail(prog: str, message: str, code: int) -> None:

@@ -1,0 +1,45 @@
+"""Reading the adapter's own /metrics in tests, and waiting on them (polling with a deadline, never sleeping)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.adapter_process import AdapterProcess
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(adapter: AdapterProcess) -> Samples:
+    """Every sample of ``GET /metrics``, keyed by (sample name, label set)."""
+    response = adapter.get("/metrics")
+    assert response.status_code == 200, response.text
+    samples: Samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
+               interval: float = 0.05) -> Any:
+    """Poll ``check()`` until it returns something truthy; return that. Fails the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout}s (last: {result!r})")
+        time.sleep(interval)
+
+
+def metric_value(adapter: AdapterProcess, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+    return value(scrape(adapter), name, **(labels or {}))
