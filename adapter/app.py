@@ -20,6 +20,8 @@ from adapter.api.serialise import (
     external_metric_value_list,
     metric_value_list,
 )
+from adapter.auth.middleware import AuthOutcome
+from adapter.auth.stack import AuthStack
 from adapter.discovery import Discovery
 from adapter.explain import explain
 from adapter.observe import ObserveRequests
@@ -40,6 +42,8 @@ class AdapterState:
     serve_external: Callable[[], bool]
     metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
     rules: RulesSource | None = None  # watched for changes while serving
+    auth: AuthStack | None = None  # None: --disable-auth
+    on_shutdown: list[Callable[[], None]] = field(default_factory=list)
 
 
 def _json(body: dict, status: int = 200) -> JSONResponse:
@@ -53,11 +57,17 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             state.discovery.start()
         if state.rules is not None:
             state.rules.start()
+        if state.auth is not None:
+            await state.auth.start()
         yield
+        if state.auth is not None:
+            await state.auth.stop()
         if state.rules is not None:
             await state.rules.stop()
         await state.discovery.stop()
         await state.client.aclose()
+        for shutdown in state.on_shutdown:
+            shutdown()
 
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan)
     app.state.adapter = state
@@ -143,7 +153,21 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         return _json(await explain(state.provider, "/" + path, q.get("labelSelector", ""),
                                    q.get("metricLabelSelector", "")))
 
+    if state.auth is not None:
+        auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
+        app.add_middleware(auth_class, **auth_kwargs)
     # Outermost middleware: keep this the LAST add_middleware call. Middleware added before it (authentication,
     # authorization) runs inside it, so requests they end with 401/403 are still timed and logged.
     app.add_middleware(ObserveRequests, metrics=state.metrics)
     return app
+
+
+def _auth_observer(metrics: AdapterMetrics) -> Callable[[AuthOutcome], None]:
+    def observe(outcome: AuthOutcome) -> None:
+        if outcome.method == "exempt":
+            return
+        metrics.authentications.labels(outcome.method).inc()
+        if outcome.method != "failed":
+            metrics.authorizations.labels(outcome.decision, "true" if outcome.cached else "false").inc()
+
+    return observe

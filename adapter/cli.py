@@ -11,9 +11,16 @@ from typing import Annotated
 import typer
 
 import clikit
+from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
+from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
+from adapter.kube.config import KubeConfigError, load_api_client
+from adapter.kube.resolver import KubeResolver
 from adapter.logs import FORMATS, configure_logging
 from adapter.prometheus import PrometheusClient, PrometheusConfig
+from adapter.provider import ObjectResolver, StandaloneResolver
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
+from adapter.serving import server_context, uvicorn_config
+from adapter.standalone import StandaloneObjects
 
 log = logging.getLogger("adapter")
 
@@ -107,9 +114,38 @@ def serve(
         "identical queries in flight."))] = "5s",
     config_reload_interval: Annotated[str, typer.Option("--config-reload-interval", help=(
         "How often --config is checked for changes; 0 disables reloading."))] = "5s",
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
+        "Kubernetes API access; default: the in-cluster config when running in a pod, else none."))] = None,
+    standalone_objects: Annotated[str | None, typer.Option("--standalone-objects", help=(
+        "Without a Kubernetes API: a JSON/YAML file of objects (resource -> [{namespace, name, labels}]) that "
+        "label selectors match; re-read on change."))] = None,
+    disable_auth: Annotated[bool, typer.Option("--disable-auth", help=(
+        "Serve every request without authentication or authorisation. Local use only."))] = False,
+    anonymous_auth: Annotated[bool, typer.Option("--anonymous-auth", help=(
+        "Treat requests without credentials as system:anonymous (then authorised by SubjectAccessReview) "
+        "instead of answering 401."))] = False,
+    requestheader_client_ca_file: Annotated[str | None, typer.Option("--requestheader-client-ca-file", help=(
+        "CA of the front-proxy client certificate; default: read from kube-system/"
+        "extension-apiserver-authentication."))] = None,
+    requestheader_allowed_names: Annotated[str, typer.Option("--requestheader-allowed-names", help=(
+        "Comma-separated front-proxy certificate CNs; empty: any CN signed by the CA."))] = "",
+    requestheader_username_headers: Annotated[str, typer.Option("--requestheader-username-headers")] = (
+        "X-Remote-User"),
+    requestheader_group_headers: Annotated[str, typer.Option("--requestheader-group-headers")] = "X-Remote-Group",
+    requestheader_extra_headers_prefix: Annotated[str, typer.Option("--requestheader-extra-headers-prefix")] = (
+        "X-Remote-Extra-"),
+    client_ca_file: Annotated[str | None, typer.Option("--client-ca-file", help=(
+        "CA for ordinary x509 client certificates (CN = user, O = groups)."))] = None,
+    authentication_skip_lookup: Annotated[bool, typer.Option("--authentication-skip-lookup", help=(
+        "Do not read kube-system/extension-apiserver-authentication."))] = False,
+    authentication_tolerate_lookup_failure: Annotated[bool, typer.Option(
+        "--authentication-tolerate-lookup-failure", help=(
+            "Start even when that ConfigMap cannot be read (aggregated requests then fail with 401)."))] = False,
+    authorization_always_allow_paths: Annotated[str, typer.Option("--authorization-always-allow-paths", help=(
+        "Comma-separated paths served without authentication (a trailing * matches a prefix)."))] = (
+        ",".join(DEFAULT_ALWAYS_ALLOW_PATHS)),
 ) -> None:
-    """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) over HTTPS."""
-    import uvicorn
+    """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) and, with externalRules, external.metrics.k8s.io."""
 
     from adapter.app import AdapterState, create_app
     from adapter.discovery import Discovery
@@ -145,14 +181,53 @@ def serve(
     discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
     discovery.after_relist(cache.refresh_freshness)
     rules.on_change(lambda _: discovery.request_relist())
-    provider = Provider(cache, lambda: discovery.catalogue)
+    api_client = load_api_client(kubeconfig)
+    resolver = _resolver(api_client, standalone_objects)
+    auth = None
+    if disable_auth:
+        log.warning("--disable-auth: every caller can read every metric; never use this in a cluster")
+    else:
+        auth = AuthStack(AuthOptions(
+            requestheader_client_ca_file=requestheader_client_ca_file,
+            requestheader_allowed_names=_csv(requestheader_allowed_names),
+            requestheader_username_headers=_csv(requestheader_username_headers),
+            requestheader_group_headers=_csv(requestheader_group_headers),
+            requestheader_extra_headers_prefix=_csv(requestheader_extra_headers_prefix),
+            client_ca_file=client_ca_file, skip_lookup=authentication_skip_lookup,
+            tolerate_lookup_failure=authentication_tolerate_lookup_failure,
+            always_allow_paths=_csv(authorization_always_allow_paths), anonymous=anonymous_auth), api_client)
+        asyncio.run(auth.load())
+    provider = Provider(cache, lambda: discovery.catalogue, resolver)
     metrics.watch_discovery(discovery)
     metrics.watch_query_cache(cache)
     metrics.watch_rules(rules)
     state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.current.external_rules),
-                         metrics=metrics, rules=rules)
-    uvicorn.run(create_app(state), host=bind_address, port=secure_port, ssl_certfile=cert, ssl_keyfile=key,
-                log_level="warning", log_config=None, access_log=False, lifespan="on")
+                         metrics=metrics, rules=rules, auth=auth)
+    if isinstance(resolver, KubeResolver):
+        kube = resolver
+        metrics.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})
+        state.on_shutdown.append(kube.close)
+    ctx = server_context(cert, key, None, request_client_certs=auth is not None)
+    if auth is not None:
+        auth.attach_tls(ctx)
+    import uvicorn
+
+    uvicorn.Server(uvicorn_config(create_app(state), bind_address, secure_port, ctx, log_config=None)).run()
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _resolver(api_client: object | None, standalone_objects: str | None) -> ObjectResolver:
+    if standalone_objects and api_client is not None:
+        raise UsageError("--standalone-objects is for running without a Kubernetes API; with one, selectors are "
+                         "resolved from the API")
+    if api_client is not None:
+        return KubeResolver(api_client)  # type: ignore[arg-type]
+    if standalone_objects:
+        return StandaloneObjects(standalone_objects)
+    return StandaloneResolver()
 
 
 @app.command()
@@ -220,6 +295,9 @@ def explain(
     prometheus_token_file: TokenFile = None,
     prometheus_ca_file: CaFile = None,
     prometheus_header: Headers = None,
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
+        "Resolve labelSelector through this cluster's API (default: in-cluster config when in a pod)."))] = None,
+    standalone_objects: Annotated[str | None, typer.Option("--standalone-objects")] = None,
 ) -> None:
     """Show how a metric request is answered: rule, rendered PromQL, Prometheus' raw samples, objects, items."""
     import json
@@ -237,15 +315,17 @@ def explain(
     in_path = query_selectors(path)
     selectors = (label_selector if label_selector is not None else in_path[0],
                  metric_label_selector if metric_label_selector is not None else in_path[1])
+    resolver = _resolver(load_api_client(kubeconfig), standalone_objects)
     try:
-        # resolver: None runs standalone (a labelSelector is refused); pass a Kubernetes-backed ObjectResolver
-        # here when --kubeconfig is given.
         report = asyncio.run(explain_live(prom, _rules(config), path, *selectors,
                                           max_age_s=parse_duration(metrics_max_age, "--metrics-max-age"),
-                                          resolver=None))
+                                          resolver=resolver))
     except ApiError as exc:
         print(f"gpu-adapter: error: {exc.code} {exc.body()['reason']}: {exc.message}", file=sys.stderr)
         raise typer.Exit(1) from None
+    finally:
+        if isinstance(resolver, KubeResolver):
+            resolver.close()
     if output == "json":
         print(json.dumps(report, indent=2))
     else:
@@ -254,4 +334,4 @@ def explain(
 
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
-    clikit.run(app, "gpu-adapter", argv, (UsageError, RulesError))
+    clikit.run(app, "gpu-adapter", argv, (UsageError, RulesError, KubeConfigError, AuthSetupError))

@@ -41,19 +41,25 @@ promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v
 
 
 class ObjectResolver(Protocol):
-    """Turns a label selector into object names (the Kubernetes API's job)."""
+    """Turns a wildcard request's label selector into object names (the Kubernetes API's job).
+
+    None means "every object that has series" (only when nothing better is known: no API and no selector).
+    """
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
-                    selector: tuple[Requirement, ...]) -> list[str]: ...
+                    selector: tuple[Requirement, ...]) -> list[str] | None: ...
 
 
 class StandaloneResolver:
     """No Kubernetes API: a wildcard request without a selector means every object that has series."""
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
-                    selector: tuple[Requirement, ...]) -> list[str]:
-        raise bad_request("labelSelector needs the Kubernetes API to find the selected objects, and this version "
-                          "of the adapter runs without one")
+                    selector: tuple[Requirement, ...]) -> list[str] | None:
+        if not selector:
+            return None
+        raise bad_request("labelSelector needs the Kubernetes API to find the selected objects, and the adapter "
+                          "runs without one (pass --kubeconfig, run in a pod, or list objects with "
+                          "--standalone-objects)")
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,7 @@ class Provider:
         names: list[str] | None = [path.name]
         if path.wildcard:
             object_reqs = _selector(label_selector, "labelSelector")
-            names = await self._resolver.names(gr, path.namespace, object_reqs) if object_reqs else None
+            names = await self._resolver.names(gr, path.namespace, object_reqs)
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
         plan = self._plan_custom(bindings, path.namespace, names, matchers)

@@ -27,8 +27,8 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 ROUTES = ("apis", "discovery", "custom_object", "custom_selector", "custom_namespace", "external", "health",
           "metrics", "explain", "other")
-AUTHENTICATION_RESULTS = ("frontproxy", "token", "anonymous", "failed")
-AUTHORIZATION_DECISIONS = ("allow", "deny")
+AUTHENTICATION_RESULTS = ("frontproxy", "x509", "token", "anonymous", "failed")
+AUTHORIZATION_DECISIONS = ("allowed", "denied", "error")
 
 
 class KubeCacheStats(Protocol):

@@ -15,12 +15,14 @@ from tests.support.prometheus import free_port
 
 class AdapterProcess:
     def __init__(self, prometheus_url: str, cert_dir: str, args: Sequence[str] = (), ready_timeout: float = 30.0,
-                 wait_ready: bool = True) -> None:
+                 wait_ready: bool = True, disable_auth: bool = True) -> None:
+        """``disable_auth``: most tests are about metrics, not auth; the auth tests pass False and a kubeconfig."""
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "adapter", "serve", "--prometheus-url", prometheus_url, "--bind-address",
-             "127.0.0.1", "--secure-port", str(self.port), "--cert-dir", cert_dir, *args],
+             "127.0.0.1", "--secure-port", str(self.port), "--cert-dir", cert_dir,
+             *(["--disable-auth"] if disable_auth else []), *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.client = httpx.Client(base_url=self.url, verify=False, timeout=10.0)
         deadline = time.monotonic() + ready_timeout
