@@ -1,0 +1,146 @@
+{{/* Names */}}
+{{- define "gpu-autoscaler.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.adapter.fullname" -}}
+{{- printf "%s-adapter" (include "gpu-autoscaler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.exporter.fullname" -}}
+{{- printf "%s-exporter" (include "gpu-autoscaler.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.adapter.serviceAccountName" -}}
+{{- if .Values.adapter.serviceAccount.create -}}
+{{- default (include "gpu-autoscaler.adapter.fullname" .) .Values.adapter.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.adapter.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.exporter.serviceAccountName" -}}
+{{- if .Values.exporter.serviceAccount.create -}}
+{{- default (include "gpu-autoscaler.exporter.fullname" .) .Values.exporter.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.exporter.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gpu-autoscaler.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Labels */}}
+{{- define "gpu-autoscaler.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "gpu-autoscaler.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gpu-autoscaler
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "gpu-autoscaler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gpu-autoscaler.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gpu-autoscaler.adapter.selectorLabels" -}}
+{{ include "gpu-autoscaler.selectorLabels" . }}
+app.kubernetes.io/component: adapter
+{{- end -}}
+
+{{- define "gpu-autoscaler.exporter.selectorLabels" -}}
+{{ include "gpu-autoscaler.selectorLabels" . }}
+app.kubernetes.io/component: exporter
+{{- end -}}
+
+{{- define "gpu-autoscaler.adapter.labels" -}}
+{{ include "gpu-autoscaler.labels" . }}
+app.kubernetes.io/component: adapter
+{{- end -}}
+
+{{- define "gpu-autoscaler.exporter.labels" -}}
+{{ include "gpu-autoscaler.labels" . }}
+app.kubernetes.io/component: exporter
+{{- end -}}
+
+{{/*
+The adapter's serving certificate in tls.mode "generated": reused from the Secret when it already exists
+(so an upgrade keeps the CA the APIServices trust), else a new CA and a certificate for
+<service>.<namespace>.svc signed by it. Computed once per render and shared by every template that needs it.
+Returns YAML: {ca, cert, key} as PEM.
+*/}}
+{{- define "gpu-autoscaler.adapter.generatedTLS" -}}
+{{- if not (hasKey .Values "__generatedTLS") -}}
+{{- $service := include "gpu-autoscaler.adapter.fullname" . -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace (printf "%s-tls" $service) -}}
+{{- $tls := dict -}}
+{{- if and $secret (index $secret "data") (hasKey $secret.data "ca.crt") (hasKey $secret.data "tls.crt") (hasKey $secret.data "tls.key") -}}
+{{- $tls = dict "ca" (index $secret.data "ca.crt" | b64dec) "cert" (index $secret.data "tls.crt" | b64dec) "key" (index $secret.data "tls.key" | b64dec) -}}
+{{- else -}}
+{{- $host := printf "%s.%s.svc" $service .Release.Namespace -}}
+{{- $days := int .Values.adapter.tls.validityDays -}}
+{{- $ca := genCA (printf "%s-ca" $service) $days -}}
+{{- $cert := genSignedCert $host nil (list $host (printf "%s.cluster.local" $host) (printf "%s.%s" $service .Release.Namespace)) $days $ca -}}
+{{- $tls = dict "ca" $ca.Cert "cert" $cert.Cert "key" $cert.Key -}}
+{{- end -}}
+{{- $_ := set .Values "__generatedTLS" $tls -}}
+{{- end -}}
+{{- toYaml .Values.__generatedTLS -}}
+{{- end -}}
+
+{{/* The Secret name holding the adapter's serving certificate (empty in insecure mode). */}}
+{{- define "gpu-autoscaler.adapter.tlsSecretName" -}}
+{{- $mode := .Values.adapter.tls.mode -}}
+{{- if eq $mode "existingSecret" -}}
+{{- .Values.adapter.tls.existingSecret -}}
+{{- else if ne $mode "insecure" -}}
+{{- printf "%s-tls" (include "gpu-autoscaler.adapter.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The cert-manager Certificate that serves the adapter (named in the inject-ca-from annotation). */}}
+{{- define "gpu-autoscaler.adapter.certificateName" -}}
+{{- include "gpu-autoscaler.adapter.fullname" . -}}
+{{- end -}}
+
+{{/* Rules file contents: your rules first, then the Deployment rule, then the built-in GPU presets. */}}
+{{- define "gpu-autoscaler.adapter.rulesFile" -}}
+{{- $presets := .Files.Get "files/gpu-presets.yaml" | fromYaml -}}
+{{- $deployment := .Files.Get "files/deployment-rules.yaml" | fromYaml -}}
+{{- $rules := concat (list) .Values.adapter.rules.custom -}}
+{{- $external := concat (list) .Values.adapter.rules.external -}}
+{{- if .Values.adapter.rules.deploymentMetrics -}}
+{{- $rules = concat $rules (default (list) $deployment.rules) -}}
+{{- end -}}
+{{- if .Values.adapter.rules.presets -}}
+{{- $rules = concat $rules (default (list) $presets.rules) -}}
+{{- $external = concat $external (default (list) $presets.externalRules) -}}
+{{- end -}}
+{{- $doc := dict "rules" (ternary $rules (list) (gt (len $rules) 0)) -}}
+{{- if $external -}}
+{{- $_ := set $doc "externalRules" $external -}}
+{{- end -}}
+{{- if and .Values.adapter.rules.presets $presets.resourceRules -}}
+{{- $_ := set $doc "resourceRules" $presets.resourceRules -}}
+{{- end -}}
+{{- toYaml $doc -}}
+{{- end -}}
