@@ -1,0 +1,184 @@
+"""Fuzzing the API in-process: hostile paths, selectors and headers never cause a 500 or change a query's shape.
+
+The app runs with the built-in presets over a recorded catalogue; a stand-in Prometheus records every query
+it is sent, and each one must parse (promql_parser) with the request's namespace/name as plain matcher values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+import promql_parser
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from starlette.testclient import TestClient
+
+from adapter.app import AdapterState, create_app
+from adapter.auth.authn import Authenticator
+from adapter.auth.authz import Authorizer
+from adapter.auth.delegated import AccessResult, TokenResult
+from adapter.auth.identity import User
+from adapter.auth.middleware import AuthMiddleware, PathMatcher
+from adapter.auth.requestheader import ClientCAs
+from adapter.discovery import Discovery
+from adapter.prometheus import PrometheusConfig, Sample
+from adapter.provider import Provider
+from adapter.rules import build_catalogue, gpu_presets
+from tests.support.promql_checks import hostile_text
+
+PRESETS = gpu_presets()
+METRIC = "DCGM_FI_DEV_GPU_UTIL"
+SERIES = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-0", "service": "dcgm-exporter"},
+          {"__name__": "DCGM_FI_DEV_FB_USED", "namespace": "ml", "pod": "infer-0"}]
+CATALOGUE = build_catalogue(PRESETS, {q: SERIES for q in PRESETS.series_queries()})
+ALLOWED_STATUS = {200, 400, 401, 403, 404, 503}
+
+
+class RecordingPrometheus:
+    """Answers every instant query with one sample per requested pod; remembers the queries."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.config = PrometheusConfig(url="http://prometheus.invalid")
+
+    async def query(self, promql: str, at: float | None = None) -> list[Sample]:
+        self.queries.append(promql)
+        return [Sample({"namespace": "ml", "pod": "infer-0"}, 1.7e9, 50.0)]
+
+    async def scrape_intervals(self) -> list[float]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _app(prom: RecordingPrometheus) -> TestClient:
+    discovery = Discovery(prom, lambda: PRESETS)  # type: ignore[arg-type]
+    discovery.catalogue = CATALOGUE
+    provider = Provider(prom, lambda: discovery.catalogue)  # type: ignore[arg-type]
+    state = AdapterState(prom, discovery, provider, serve_external=lambda: False)  # type: ignore[arg-type]
+    return TestClient(create_app(state, run_discovery=False), raise_server_exceptions=False)
+
+
+PROM = RecordingPrometheus()
+CLIENT = _app(PROM)
+
+segment = st.one_of(hostile_text(16), st.sampled_from(["*", "%2A", "ml", "infer-0", "pods", "metrics", ""]))
+resource = st.one_of(st.sampled_from(["pods", "pod", "po", "services", "namespaces", "nodes", "deployments.apps",
+                                      "Pods", "pods.", ".apps"]), hostile_text(10))
+metric = st.one_of(st.sampled_from(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_AVG", "DCGM_FI_DEV_FB_USED"]),
+                   hostile_text(16))
+selector = st.one_of(st.just(""), hostile_text(24),
+                     st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["app", "gpu", "a.b/c", "x"]),
+                               st.text(st.sampled_from("abc-_.09"), max_size=8)))
+
+
+@pytest.mark.parametrize("namespace", ['ml"} or vector(1) #', "ml\\", 'a",pod=~".+', "ml\t", "ns}[5m]"])
+def test_hostile_namespace_reaches_prometheus_as_a_plain_value(namespace: str) -> None:
+    path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{quote(namespace, safe='')}/pods/infer-0/{METRIC}"
+    response = CLIENT.get(path)
+    assert response.status_code == 200, response.text
+    assert PROM.queries, "the request reached Prometheus"
+    _check_queries(namespace, "infer-0")
+
+
+def _check_queries(namespace: str, name: str) -> None:
+    for promql in PROM.queries:
+        expr = promql_parser.parse(promql)  # raises when a request value escaped its string
+        for found in _matchers(expr):
+            if found[0] == "namespace":
+                assert found[2] == namespace, (promql, namespace)
+            if found[0] == "pod" and found[1] == promql_parser.MatchOp.Equal:
+                assert found[2] == name, (promql, name)
+    PROM.queries.clear()
+
+
+def _matchers(expr: object) -> list[tuple[str, object, str]]:
+    found: list[tuple[str, object, str]] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        # The presets are one aggregation over one selector: a binary operator could only come from a request.
+        assert not isinstance(node, promql_parser.BinaryExpr), node
+        if isinstance(node, promql_parser.VectorSelector):
+            found.extend((m.name, m.op, m.value) for m in node.matchers.matchers)
+        for attr in ("expr", "lhs", "rhs", "param"):
+            child = getattr(node, attr, None)
+            if child is not None:
+                stack.append(child)
+    return found
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(version=st.sampled_from(["v1beta1", "v1beta2", "v1", "v1beta3"]), namespace=segment, res=resource,
+       name=segment, metric_name=metric, label_selector=selector, metric_selector=selector,
+       namespaced=st.booleans())
+def test_custom_paths_and_selectors(version: str, namespace: str, res: str, name: str, metric_name: str,
+                                    label_selector: str, metric_selector: str, namespaced: bool) -> None:
+    parts = ["namespaces", namespace, res, name, metric_name] if namespaced else [res, name, metric_name]
+    path = f"/apis/custom.metrics.k8s.io/{version}/" + "/".join(quote(p, safe="*") for p in parts)
+    response = CLIENT.get(path, params={"labelSelector": label_selector, "metricLabelSelector": metric_selector})
+    assert response.status_code in ALLOWED_STATUS, (path, response.status_code, response.text)
+    body = response.json()
+    if response.status_code != 200:
+        assert body["kind"] == "Status" and body["code"] == response.status_code and body["message"]
+    _check_queries(namespace, name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(namespace=segment, metric_name=metric, label_selector=selector)
+def test_external_paths(namespace: str, metric_name: str, label_selector: str) -> None:
+    path = f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{quote(namespace, safe='')}/{quote(metric_name)}"
+    response = CLIENT.get(path, params={"labelSelector": label_selector})
+    assert response.status_code in ALLOWED_STATUS
+    assert response.json()["kind"] == "Status" or response.status_code == 200
+    PROM.queries.clear()
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.lists(st.tuples(st.sampled_from(["x-remote-user", "x-remote-group", "x-remote-extra-scopes",
+                                                "authorization", "x-remote-extra-%zz", "impersonate-user"]),
+                              st.one_of(st.sampled_from(["Bearer good", "Bearer  good ", "bearer good", "Bearer bad",
+                                                         "Basic Z29vZA==", "admin", "system:masters"]),
+                                        st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=30))),
+                    max_size=6))
+def test_headers_cannot_authenticate_without_a_certificate(raw: list[tuple[str, str]]) -> None:
+    """Without a front-proxy certificate no header makes anyone a user, except a valid bearer token."""
+    class Tokens:
+        async def review_token(self, token: str) -> TokenResult:
+            return TokenResult(User("alice") if token == "good" else None, "invalid")
+
+    class Access:
+        async def review_access(self, user: User, attrs: object) -> AccessResult:
+            return AccessResult(user.name == "alice")
+
+    proxy = ClientCAs()
+    inner = create_app(AdapterState(PROM, Discovery(PROM, lambda: PRESETS),  # type: ignore[arg-type]
+                                    Provider(PROM, lambda: CATALOGUE),  # type: ignore[arg-type]
+                                    serve_external=lambda: False), run_discovery=False)
+    app = AuthMiddleware(inner, Authenticator(lambda: proxy, Tokens()), Authorizer(Access()), lambda: proxy,
+                         always_allow=PathMatcher(["/healthz"]))
+    headers = [(k.encode(), v.encode()) for k, v in raw]
+    sent: list[dict] = []
+
+    async def call() -> None:
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        await app({"type": "http", "method": "GET", "path": "/apis/custom.metrics.k8s.io/v1beta2", "headers": headers,
+                   "query_string": b"", "state": {}}, receive, send)
+
+    asyncio.run(call())
+    status = sent[0]["status"]
+    assert status != 500
+    authorization = next((v for k, v in raw if k == "authorization"), "")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() == "bearer" and token.strip() == "good":
+        assert status == 200, raw
+    else:
+        assert status == 401, raw
