@@ -100,9 +100,9 @@ class Authenticator:
 
 
 def _bearer(headers: Headers) -> str | None:
-    for key, value in headers:
-        if key.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-    return None
+    """The first Authorization header only, as Go's ``Header.Get`` reads it."""
+    value = next((v for k, v in headers if k.lower() == b"authorization"), None)
+    if value is None:
+        return None
+    scheme, _, token = value.decode("latin-1").strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
