@@ -357,11 +357,10 @@ def test_exporter_options_runtime_class_and_shared_gpu_attribution(all_on):
     pod = one(all_on, "DaemonSet")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert pod["runtimeClassName"] == "nvidia"
-    proc_volume = next(v for v in pod["volumes"] if v["name"] == "host-proc")
-    assert proc_volume["hostPath"]["path"] == "/proc"
-    mount = next(m for m in container["volumeMounts"] if m["name"] == "host-proc")
-    assert mount["mountPath"] == "/host/proc" and mount["readOnly"] is True
-    assert "--proc-root=/host/proc" in container["args"]
+    # NVML reports PIDs in the caller's PID namespace: attribution needs the host's, and then /proc is the host's.
+    assert pod["hostPID"] is True
+    assert not [a for a in container["args"] if a.startswith("--proc-root")]
+    assert "--pod-identity-source=kubelet-logs" in container["args"]
     for name, path in (("kubelet-pod-logs", "/var/log/pods"), ("kubelet-container-logs", "/var/log/containers")):
         assert next(v for v in pod["volumes"] if v["name"] == name)["hostPath"]["path"] == path
         assert next(m for m in container["volumeMounts"] if m["name"] == name) == \
