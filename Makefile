@@ -20,9 +20,9 @@ test: install tools
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
-# Until the closed-loop demo lands (loadtest/), run the exporter with simulated GPUs.
+# The closed loop on this machine: Prometheus, exporter, adapter, inference replicas and an HPA loop.
 demo: install tools
-	$(PYTHON) -m exporter --backend fake --fake-gpus 4 --address 127.0.0.1:9400
+	$(PYTHON) -m loadtest demo $(DEMO_ARGS)
 
 lint: install
 	$(PYTHON) -m ruff check .

@@ -1,8 +1,248 @@
-"""Console entry point; the commands land with their issue (see README)."""
+"""``gpu-loadtest``: ``demo`` (the closed scaling loop on this machine), ``run`` (load against any endpoint, watching
+a cluster), ``replica`` (one inference stand-in)."""
 
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
 import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+
+import clikit
+from loadtest.kube import KubeError
+from loadtest.loadgen import Arrivals
+from loadtest.profile import Profile, ProfileError, parse_duration, parse_profile
+from loadtest.promrange import PromRangeError
+from loadtest.summary import Summary
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
+                  help="Load generation and the closed-loop GPU autoscaling demo.")
+
+T = TypeVar("T")
 
 
-def main() -> None:
-    print("gpu-loadtest: not implemented yet in this version (see README, 'What this is')", file=sys.stderr)
-    sys.exit(2)
+class UsageError(Exception):
+    pass
+
+
+class DemoFailed(Exception):
+    """The demo could not complete (a process failed); exit code 1 after the partial summary."""
+
+    code = 1
+
+
+def _cancellable(factory: Callable[[], Awaitable[T]]) -> T:
+    """Run ``factory()``; SIGINT/SIGTERM cancel it once (it then cleans up and reports what it has)."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        fired = False
+
+        def stop() -> None:
+            nonlocal fired
+            if not fired:
+                fired = True
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop)
+        try:
+            return await factory()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+
+    return asyncio.run(main())
+
+
+def _fmt(value: float | int | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+
+def print_summary(console: Console, summary: Summary, title: str) -> None:
+    s = summary
+    console.print(f"\n{title}", markup=False, soft_wrap=True)
+    lines = [
+        ("replicas", f"initial {_fmt(s.initial_replicas)}, peak {_fmt(s.peak_replicas)} "
+                     f"(desired peak {_fmt(s.peak_desired_replicas)}), final {_fmt(s.final_replicas)}"),
+        ("load step -> first scale-up decision", _fmt(s.scale_up_seconds, " s")),
+        ("load step -> peak replicas ready", _fmt(s.peak_reached_seconds, " s")),
+        ("load drop -> first scale-down decision", _fmt(s.scale_down_seconds, " s")),
+        ("load drop -> back to the initial count", _fmt(s.back_to_initial_seconds, " s")),
+        ("requests", ", ".join(f"{k} {v}" for k, v in s.requests.items())),
+    ]
+    for phase, lat in s.latency_by_phase.items():
+        lines.append((f"latency {phase}", f"p50 {_fmt(lat.p50_ms, ' ms')}, p95 {_fmt(lat.p95_ms, ' ms')} "
+                                          f"({lat.requests} requests)"))
+    for key in ("plot", "csv"):
+        if s.extra.get(key):
+            lines.append((key, str(s.extra[key])))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        console.print(f"  {key:<{width}}  {value}", markup=False, soft_wrap=True)
+
+
+def _prepare_outputs(*paths: Path | None) -> None:
+    """Create the output directories now, so a bad path fails before the run rather than after it."""
+    for path in paths:
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"{path}: cannot create its directory: {exc.strerror}") from None
+
+
+def _profile_option(text: str, duration: str | None) -> Profile:
+    """``--profile`` text; a bare rate (``50``) runs for ``--duration`` (default 60 s), and ``--duration``
+    stretches or shrinks any other profile to that total length."""
+    total = parse_duration(duration) if duration else None
+    if ":" not in text:
+        try:
+            rate = float(text)
+        except ValueError:
+            raise ProfileError(f"--profile {text!r}: expected DURATION:RATE,... or a bare rate") from None
+        if not math.isfinite(rate) or rate < 0:
+            raise ProfileError(f"--profile {text!r}: the rate must be a finite number >= 0")
+        return parse_profile(f"{total or 60:g}s:{rate:g}")
+    profile = parse_profile(text)
+    if total is not None:
+        if total <= 0:
+            raise ProfileError("--duration must be longer than 0 s")
+        profile = profile.scaled(time_factor=total / profile.duration)
+    return profile
+
+
+@app.command()
+def demo(
+    quick: Annotated[bool, typer.Option("--quick", help="The short profile for CI (about a minute).")] = False,
+    summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
+    plot: Annotated[Path, typer.Option("--plot", help="PNG of the run.")] = Path("out/demo.png"),
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="Override the load profile, e.g. '15s:8,10s:8..55,60s:55,10s:55..8,55s:8'.")] = None,
+    sync_period: Annotated[str | None, typer.Option(
+        "--sync-period", help="HPA sync period (default 15s; 3s with --quick).")] = None,
+    scale_down_window: Annotated[str | None, typer.Option(
+        "--scale-down-window", help="behavior.scaleDown.stabilizationWindowSeconds (default 30s; 6s with --quick).")
+    ] = None,
+    target: Annotated[float | None, typer.Option("--target", help="Average GPU utilisation per pod (default 60).")
+                      ] = None,
+    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, max=64,
+                                                     help="maxReplicas, also the number of GPUs (default 8).")] = None,
+    arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
+) -> None:
+    """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
+    from loadtest.demo import DEFAULT_SETTINGS, QUICK_SETTINGS, DemoOutputs, run_demo, with_overrides
+    from loadtest.live import Progress
+
+    base = QUICK_SETTINGS if quick else DEFAULT_SETTINGS
+    window = None if scale_down_window is None else parse_duration(scale_down_window)
+    settings = with_overrides(
+        base, profile=parse_profile(profile) if profile else None,
+        sync_period_s=None if sync_period is None else parse_duration(sync_period),
+        scale_down_window_s=None if window is None else round(window), target=target, max_replicas=max_replicas,
+        arrivals=arrivals)
+    if settings.sync_period_s <= 0:
+        raise UsageError("--sync-period must be longer than 0 s")
+    _prepare_outputs(plot, summary, csv_path)
+    console = Console(highlight=False)
+    progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
+    outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
+    result = _cancellable(lambda: run_demo(settings, outputs, progress))
+    print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
+    if result.error:
+        for name, tail in result.log_tails.items():
+            print(f"--- {name} log ---\n{tail}", file=sys.stderr)
+        raise DemoFailed(result.error)
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+@app.command()
+def run(
+    url: Annotated[str, typer.Option("--url", help="Endpoint to load, e.g. http://llm.example/infer.")],
+    profile: Annotated[str, typer.Option("--profile", help="e.g. '30s:5,60s:50,30s:5', ramps as '20s:5..50', "
+                                                           "or a bare rate with --duration.")],
+    duration: Annotated[str | None, typer.Option("--duration", help="Total length (stretches the profile).")
+                        ] = None,
+    timeout: Annotated[str, typer.Option("--timeout", help="Per-request timeout.")] = "5s",
+    max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="More in flight are dropped.")] = 256,
+    method: Annotated[str, typer.Option("--method")] = "GET",
+    arrivals: Annotated[Arrivals, typer.Option("--arrivals", help="poisson (default) or uniform.")
+                        ] = Arrivals.POISSON,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="PNG of the run.")] = None,
+    summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
+    hpa: Annotated[str | None, typer.Option("--hpa", help="Watch this HorizontalPodAutoscaler.")] = None,
+    namespace: Annotated[str, typer.Option("-n", "--namespace")] = "default",
+    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help="Default: $KUBECONFIG, ~/.kube/config, "
+                                                                         "then in-cluster.")] = None,
+    context: Annotated[str | None, typer.Option("--context")] = None,
+    metric: Annotated[str | None, typer.Option(
+        "--metric", help="Poll this API path, e.g. /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/"
+                         "DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dllm (items averaged).")] = None,
+    watch_interval: Annotated[str, typer.Option("--watch-interval", help="How often --hpa/--metric are read.")
+                              ] = "2s",
+    prometheus_url: Annotated[str | None, typer.Option("--prometheus-url", help="For --query range data.")] = None,
+    query: Annotated[str | None, typer.Option("--query", help="PromQL plotted and written to the CSV "
+                                                              "(prom_value).")] = None,
+) -> None:
+    """Open-loop load against URL; per-second CSV, plot and summary; optionally watch an HPA and a metric."""
+    from loadtest.kube import ClusterWatcher, api_client
+    from loadtest.live import Progress
+    from loadtest.run import RunOptions, RunOutputs, run_load
+
+    if bool(prometheus_url) != bool(query):
+        raise UsageError("--prometheus-url and --query go together")
+    if metric is not None and not metric.startswith("/"):
+        raise UsageError(f"--metric {metric!r}: expected an API path starting with /")
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url {url!r}: expected an http:// or https:// URL")
+    options = RunOptions(url=url, profile=_profile_option(profile, duration), method=method.upper(),
+                         timeout_s=parse_duration(timeout), max_inflight=max_inflight, arrivals=arrivals,
+                         watch_interval_s=parse_duration(watch_interval), prometheus_url=prometheus_url, query=query,
+                         metric_label=(metric or hpa or "metric").rsplit("/", 1)[-1].split("?")[0])
+    _prepare_outputs(csv_path, plot, summary)
+    watcher = None
+    if hpa or metric:
+        watcher = ClusterWatcher(api_client(kubeconfig, context), namespace, hpa, metric)
+    console = Console(highlight=False)
+    progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest run")
+    result = _cancellable(lambda: run_load(options, watcher, RunOutputs(csv_path, plot, summary), progress))
+    print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+@app.command()
+def replica(
+    name: Annotated[str, typer.Option("--name")] = "infer-0",
+    gpu: Annotated[int, typer.Option("--gpu", min=0)] = 0,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="0: any free port (printed).")] = 0,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    service_ms: Annotated[float, typer.Option("--service-ms", min=0.0, help="GPU time per request.")] = 40.0,
+    busy_window: Annotated[float, typer.Option("--busy-window", min=0.1, help="Seconds the busy share covers.")
+                           ] = 2.0,
+    grace: Annotated[float, typer.Option("--grace", min=0.0, help="Seconds to finish requests after SIGTERM.")
+                     ] = 10.0,
+) -> None:
+    """One inference stand-in: /infer holds the simulated GPU for --service-ms; /stats, /healthz."""
+    from loadtest.replica import ReplicaConfig, serve
+
+    asyncio.run(serve(ReplicaConfig(name=name, gpu=gpu, service_s=service_ms / 1000.0, busy_window_s=busy_window,
+                                    host=host, port=port, grace_s=grace)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Usage and configuration errors are one line on stderr, never a traceback."""
+    clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed))

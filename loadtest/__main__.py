@@ -1,0 +1,5 @@
+"""``python -m loadtest`` is ``gpu-loadtest``."""
+
+from loadtest.cli import main
+
+main()

@@ -1,0 +1,333 @@
+"""``gpu-loadtest demo``: the closed scaling loop on one machine, every part real except the GPUs and the cluster.
+
+inference replicas (busy time) -> fake GPU state -> exporter (-k, labels from the PodResources socket) ->
+Prometheus -> adapter (HTTPS, custom.metrics.k8s.io) -> HPA loop (discovery + Pods request, ``loadtest.hpa``) ->
+replicas started or stopped, while an open-loop load profile (ramp up, hold, ramp down) runs against them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from loadtest.deployment import DeploymentConfig, LocalDeployment
+from loadtest.hpa import (
+    Autoscaler,
+    Behavior,
+    ControllerConfig,
+    HPASpec,
+    MetricSpec,
+    PodValues,
+    ScalingRules,
+)
+from loadtest.hpa_loop import HpaLoop
+from loadtest.kubelet import PodResourcesServer
+from loadtest.live import Progress, Snapshot
+from loadtest.loadgen import Arrivals, LoadGenerator
+from loadtest.metrics_api import CustomMetricsClient
+from loadtest.plot import plot_timeline
+from loadtest.processes import ChildProcesses
+from loadtest.profile import Profile, parse_profile
+from loadtest.stack import MetricsStack, StackConfig
+from loadtest.statefiles import atomic_write_json
+from loadtest.summary import Summary, summarize
+from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
+
+__all__ = ["DEFAULT_SETTINGS", "QUICK_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
+           "run_demo", "with_overrides"]
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """Sized so one replica is overloaded at the hold rate: a replica serves 1000/``service_ms`` requests/s
+    (25 at 40 ms), so 55 requests/s need 4 replicas at the 60 % target."""
+
+    profile: Profile
+    sync_period_s: float
+    scale_down_window_s: int
+    target: float = 60.0
+    min_replicas: int = 1
+    max_replicas: int = 8
+    service_ms: float = 40.0
+    busy_window_s: float = 2.0
+    collect_interval_ms: int = 500
+    scrape_interval_s: float = 1.0
+    relist_interval_s: float = 5.0
+    request_timeout_s: float = 2.0
+    max_inflight: int = 256
+    arrivals: Arrivals = Arrivals.UNIFORM
+    namespace: str = "demo"
+    metric: str = "DCGM_FI_DEV_GPU_UTIL"
+
+    def hpa_spec(self) -> HPASpec:
+        return HPASpec(
+            max_replicas=self.max_replicas,
+            min_replicas=self.min_replicas,
+            metrics=(MetricSpec.pods(self.metric, average_value=f"{self.target:g}"),),
+            behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=self.scale_down_window_s)),
+        )
+
+    def controller(self) -> ControllerConfig:
+        return ControllerConfig(sync_period_seconds=self.sync_period_s)
+
+    def describe(self) -> dict[str, Any]:
+        return {"profile": self.profile.text(), "sync_period_seconds": self.sync_period_s,
+                "scale_down_stabilization_seconds": self.scale_down_window_s, "metric": self.metric,
+                "target_average_value": self.target, "min_replicas": self.min_replicas,
+                "max_replicas": self.max_replicas, "service_ms": self.service_ms,
+                "busy_window_seconds": self.busy_window_s, "collect_interval_ms": self.collect_interval_ms,
+                "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
+                "request_timeout_seconds": self.request_timeout_s, "arrivals": self.arrivals.value}
+
+
+DEFAULT_SETTINGS = DemoSettings(profile=parse_profile("15s:8,10s:8..55,60s:55,10s:55..8,55s:8"),
+                                sync_period_s=15.0, scale_down_window_s=30)
+QUICK_SETTINGS = DemoSettings(profile=parse_profile("5s:8,3s:8..55,20s:55,3s:55..8,17s:8"),
+                              sync_period_s=3.0, scale_down_window_s=6)
+
+
+@dataclass(frozen=True)
+class DemoOutputs:
+    plot: Path | None = None
+    summary: Path | None = None
+    csv: Path | None = None
+
+
+@dataclass
+class DemoResult:
+    summary: Summary
+    rows: list[TimelineRow]
+    syncs: list[SyncRecord]
+    interrupted: bool = False
+    error: str | None = None
+    log_tails: dict[str, str] = field(default_factory=dict)
+
+
+def _describe_sync(record: SyncRecord, metric: str) -> str:
+    seen = "no value" if record.metric is None else f"{record.metric:.1f}"
+    if record.direction:
+        return f"[{record.t:5.1f}s] scale {record.current} -> {record.desired}: {record.reason} ({metric} {seen})"
+    if record.error:
+        return f"[{record.t:5.1f}s] no change ({record.error})"
+    return f"[{record.t:5.1f}s] keep {record.current} ({metric} {seen})"
+
+
+class _Demo:
+    def __init__(self, settings: DemoSettings, progress: Progress) -> None:
+        self.settings = settings
+        self.progress = progress
+        self.workdir = Path(tempfile.mkdtemp(prefix="gpu-loadtest-"))
+        self.processes = ChildProcesses(self.workdir / "logs", self.workdir.name)
+        self.kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock"))
+        self.state: dict[int, dict[str, Any]] = {}
+        self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.request_timeout_s,
+                                     max_inflight=settings.max_inflight, arrivals=settings.arrivals)
+        self.deployment: LocalDeployment | None = None
+        self.stack: MetricsStack | None = None
+        self._stack_start: asyncio.Future[None] | None = None
+        self.hpa: HpaLoop | None = None
+        self.started = time.monotonic()
+        self.startup_s: float | None = None
+        self.last_decision = ""
+
+    def _next_url(self) -> str | None:
+        return None if self.deployment is None else self.deployment.next_url()
+
+    async def run(self) -> None:
+        s = self.settings
+        self.kubelet.start()
+        self.deployment = LocalDeployment(
+            DeploymentConfig(max_replicas=s.max_replicas, namespace=s.namespace, service_s=s.service_ms / 1000,
+                             busy_window_s=s.busy_window_s),
+            self.processes, self.kubelet, self.workdir / "gpu-state.json", self.workdir / "objects.json")
+        await self.deployment.scale(s.min_replicas)
+        self.stack = MetricsStack(StackConfig(
+            gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
+            kubelet_socket=self.workdir / "kubelet.sock", objects_file=self.workdir / "objects.json",
+            cert_dir=self.workdir / "certs", collect_interval_ms=s.collect_interval_ms,
+            scrape_interval_s=s.scrape_interval_s, relist_interval_s=s.relist_interval_s), self.processes)
+        self.progress.event("starting the exporter, Prometheus and the adapter ...")
+        # In a task of its own so that a cancellation cannot leave it spawning processes after the cleanup.
+        self._stack_start = asyncio.ensure_future(asyncio.to_thread(self.stack.start))
+        await asyncio.shield(self._stack_start)
+        await self.deployment.wait_ready(30.0)
+        metrics = CustomMetricsClient(self.stack.adapter_url, verify=str(self.stack.adapter_ca))
+        try:
+            loop = asyncio.get_running_loop()
+            self.hpa = HpaLoop(Autoscaler(s.hpa_spec(), s.controller()), metrics, self.deployment,
+                               namespace=s.namespace, selector=self.deployment.config.selector,
+                               clock=lambda: loop.time() - self._t0())
+            self.progress.event(f"waiting for {s.metric} of {self.deployment.config.name}-0 to reach the HPA ...")
+            await self._wait_for_metric(90.0)
+            self.startup_s = time.monotonic() - self.started
+            self.progress.event(f"ready after {self.startup_s:.1f}s; load profile {s.profile.text()} "
+                                f"(HPA sync every {s.sync_period_s:g}s, target {s.target:g})")
+            await self._drive()
+        finally:
+            await metrics.aclose()
+
+    def _t0(self) -> float:
+        return self.loadgen.started_at if self.loadgen.started_at is not None else asyncio.get_running_loop().time()
+
+    async def _wait_for_metric(self, timeout_s: float) -> None:
+        assert self.hpa is not None and self.deployment is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        wanted = {p.name for p in self.deployment.pods()}
+        last: object = None
+        while True:
+            last = await self.hpa.read()
+            if isinstance(last, PodValues) and wanted <= set(last.milli_by_pod):
+                return
+            if loop.time() > deadline:
+                raise DemoError(f"the HPA did not get {self.settings.metric} in {timeout_s:.0f}s: {last}")
+            await asyncio.sleep(0.5)
+
+    async def _drive(self) -> None:
+        assert self.hpa is not None and self.deployment is not None
+        s = self.settings
+        load = asyncio.create_task(self.loadgen.run(), name="load")
+        await asyncio.sleep(0)  # let the generator take its start time before the HPA reads the clock
+        workers = [
+            asyncio.create_task(self.deployment.run_refresh(s.collect_interval_ms / 1000), name="refresh"),
+            asyncio.create_task(self.hpa.run(s.sync_period_s, self._on_sync), name="hpa"),
+            asyncio.create_task(self._sample(), name="sample"),
+        ]
+        try:
+            done, _ = await asyncio.wait([load, *workers], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not load:
+                    task.result()  # a worker ended: re-raise its error
+                    raise DemoError(f"{task.get_name()} stopped unexpectedly")
+            load.result()
+            await asyncio.sleep(0)
+            self._record(len(self.state))  # the last second
+        finally:
+            for task in (load, *workers):
+                task.cancel()
+            await asyncio.gather(load, *workers, return_exceptions=True)
+
+    def _on_sync(self, record: SyncRecord) -> None:
+        line = _describe_sync(record, self.settings.metric)
+        history = self.hpa.history if self.hpa else []
+        previous_error = history[-2].error if len(history) > 1 else None
+        if record.direction:
+            self.last_decision = line
+            self.progress.event(line)
+        elif record.error and record.error != previous_error:  # a metrics problem: say so once, not every sync
+            self.progress.event(line)
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        k = 0
+        while True:
+            k += 1
+            await asyncio.sleep(max(self._t0() + k - loop.time(), 0.0))
+            self._record(k - 1)
+
+    def _record(self, second: int) -> None:
+        """What was observed at the end of ``second``; feeds the timeline and the live view."""
+        if second in self.state or self.deployment is None or second >= self.settings.profile.duration:
+            return
+        hpa_seen = self.hpa.history[-1].metric if self.hpa and self.hpa.history else None
+        util = self.deployment.mean_utilisation()
+        self.state[second] = {
+            "gpu_util": None if util is None else round(util, 2), "hpa_metric": hpa_seen,
+            "metric_target": self.settings.target, "desired_replicas": self.deployment.spec_replicas,
+            "current_replicas": self.deployment.ready_count}
+        load = self.loadgen.second(second)
+        totals = self.loadgen.totals()
+        profile = self.settings.profile
+        self.progress.update(Snapshot(
+            t=second + 1, duration=profile.duration, phase=profile.phase_at(second),
+            target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
+            dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)),
+            gpu_util=util, hpa_metric=hpa_seen, metric_target=self.settings.target,
+            current=self.deployment.ready_count, desired=self.deployment.spec_replicas,
+            last_decision=self.last_decision))
+
+    async def cleanup(self) -> dict[str, str]:
+        """Stop everything started; return log tails of processes that failed (for the error report)."""
+        tails = {c.name: c.log_tail() for c in self.processes.children
+                 if c.process.poll() not in (None, 0, -signal.SIGTERM)}
+        if self.deployment is not None:
+            with contextlib.suppress(Exception):
+                await self.deployment.close()
+        if self.stack is not None:
+            self.stack.abort()
+            if self._stack_start is not None:
+                await asyncio.wait([self._stack_start])
+                self._stack_start.exception()  # reported already where it was awaited, if it was
+            await asyncio.to_thread(self.stack.stop)
+        await asyncio.to_thread(self.processes.stop_all, 5.0)
+        self.kubelet.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        return tails
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    """Run the demo; a cancellation (Ctrl-C, SIGTERM) ends it early with a partial summary.
+
+    Every child process is stopped and the temporary directory removed before this returns.
+    """
+    demo = _Demo(settings, progress)
+    interrupted = False
+    error: str | None = None
+    tails: dict[str, str] = {}
+    try:
+        with progress:
+            await demo.run()
+    except asyncio.CancelledError:
+        interrupted = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    except Exception as exc:  # reported with a partial summary; the cleanup below must run in any case
+        error = f"{type(exc).__name__}: {exc}"
+        if getattr(exc, "log_tail", ""):
+            tails["failing process"] = exc.log_tail  # type: ignore[attr-defined]
+    finally:
+        stopped = await demo.cleanup()
+        tails = {**stopped, **{k: v for k, v in tails.items() if v not in stopped.values()}}
+    rows = build_rows(settings.profile, demo.loadgen.seconds, demo.state)
+    if interrupted or error:
+        rows = rows[:len(demo.state)]
+    syncs = list(demo.hpa.history) if demo.hpa else []
+    outputs_doc = {"plot": str(outputs.plot) if outputs.plot and rows else None,
+                   "csv": str(outputs.csv) if outputs.csv and rows else None}
+    summary = summarize(rows, syncs, settings.profile.load_step_at, settings.profile.load_drop_at, extra={
+        **settings.describe(), **outputs_doc,
+        "startup_seconds": None if demo.startup_s is None else round(demo.startup_s, 2),
+        "wall_seconds": round(time.monotonic() - demo.started, 2), "error_kinds": dict(demo.loadgen.error_kinds),
+        "run_id": demo.processes.run_id, "child_pids": demo.processes.pids, "interrupted": interrupted,
+        "error": error})
+    if outputs.csv is not None and rows:
+        write_csv(rows, outputs.csv)
+    if outputs.plot is not None and rows:
+        plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
+                      load_drop_at=settings.profile.load_drop_at,
+                      title=f"gpu-loadtest demo: HPA on {settings.metric} (Pods, target {settings.target:g}), "
+                            f"sync every {settings.sync_period_s:g}s")
+    if outputs.summary is not None:
+        atomic_write_json(outputs.summary, summary.to_json())
+    return DemoResult(summary, rows, syncs, interrupted, error, tails)
+
+
+def with_overrides(settings: DemoSettings, **changes: Any) -> DemoSettings:
+    """``settings`` with the given (non-None) fields replaced."""
+    return replace(settings, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,220 @@
+"""A local stand-in for a Kubernetes Deployment of inference pods: each replica a process owning one simulated GPU.
+
+Replica ``n`` is pod ``<name>-n`` holding fake GPU ``n``. A started replica is published at once, as a scheduled
+pod is: in the kubelet's PodResources answer (so the exporter labels GPU ``n`` with the pod) and in the adapter's
+standalone objects file (so the HPA's label selector matches it). It joins the Service's endpoints once
+``/healthz`` answers. Scale-down removes the highest-numbered replicas from both and from the endpoints, then
+stops them gracefully. A refresh loop reads every ready replica's busy fraction and writes it into the
+exporter's fake GPU state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import sys
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from exporter.backends.fake import fake_gpu_uuid
+from loadtest.hpa import Pod, PodPhase
+from loadtest.kubelet import PodResourcesServer, gpu_pod
+from loadtest.processes import Child, ChildProcesses
+from loadtest.replica import READY_PREFIX
+from loadtest.statefiles import atomic_write_json, fake_gpu_state, standalone_pods
+
+__all__ = ["DeploymentConfig", "DeploymentError", "LocalDeployment", "Replica"]
+
+
+class DeploymentError(RuntimeError):
+    """One-line reason; ``log_tail`` holds the end of the failing replica's log."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass(frozen=True)
+class DeploymentConfig:
+    max_replicas: int
+    name: str = "infer"
+    namespace: str = "demo"
+    labels: Mapping[str, str] = field(default_factory=lambda: {"app": "infer"})
+    service_s: float = 0.04
+    busy_window_s: float = 2.0
+    gpu_seed: str = ""
+    start_timeout_s: float = 20.0
+    grace_s: float = 5.0
+
+    @property
+    def selector(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.labels.items())
+
+
+@dataclass
+class Replica:
+    index: int
+    name: str
+    gpu_uuid: str
+    child: Child
+    url: str | None = None
+    ready: bool = False
+    busy: float = 0.0
+
+
+class LocalDeployment:
+    """Implements :class:`loadtest.hpa_loop.Workload`."""
+
+    def __init__(self, config: DeploymentConfig, processes: ChildProcesses, kubelet: PodResourcesServer,
+                 gpu_state_path: Path, objects_path: Path) -> None:
+        self.config = config
+        self.processes = processes
+        self.kubelet = kubelet
+        self.gpu_state_path = gpu_state_path
+        self.objects_path = objects_path
+        self.replicas: dict[int, Replica] = {}
+        self._spec = 0
+        self._turn = itertools.count()
+        self._starting: set[asyncio.Task[None]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
+        self.failure: BaseException | None = None
+        self._client = httpx.AsyncClient(timeout=2.0, trust_env=False)
+        self.write_gpu_state()
+        self.publish()
+
+    # -- Workload -------------------------------------------------------------------------------------------------
+    @property
+    def spec_replicas(self) -> int:
+        return self._spec
+
+    def pods(self) -> tuple[Pod, ...]:
+        return tuple(Pod(r.name, PodPhase.RUNNING if r.ready else PodPhase.PENDING)
+                     for _, r in sorted(self.replicas.items()))
+
+    async def scale(self, replicas: int) -> None:
+        if not 0 <= replicas <= self.config.max_replicas:
+            raise DeploymentError(f"cannot run {replicas} replicas: there are {self.config.max_replicas} GPUs")
+        self._spec = replicas
+        for index in range(replicas):
+            if index not in self.replicas:
+                self._start(index)
+        leaving = [self.replicas.pop(i) for i in sorted(self.replicas) if i >= replicas]
+        self.publish()
+        if leaving:
+            self._background(self._stopping, self._stop(leaving))
+
+    # -- state ----------------------------------------------------------------------------------------------------
+    @property
+    def ready_count(self) -> int:
+        return sum(1 for r in self.replicas.values() if r.ready)
+
+    def mean_utilisation(self) -> float | None:
+        """Average GPU utilisation (percent) over the ready replicas."""
+        ready = [r.busy for r in self.replicas.values() if r.ready]
+        return 100.0 * sum(ready) / len(ready) if ready else None
+
+    def next_url(self) -> str | None:
+        """Round-robin over ready replicas, as a Service spreads connections over ready endpoints."""
+        ready = [r.url for _, r in sorted(self.replicas.items()) if r.ready and r.url]
+        if not ready:
+            return None
+        return f"{ready[next(self._turn) % len(ready)]}/infer"
+
+    def publish(self) -> None:
+        names = [r.name for _, r in sorted(self.replicas.items())]
+        self.kubelet.set_pods([gpu_pod(r.name, self.config.namespace, [r.gpu_uuid])
+                               for _, r in sorted(self.replicas.items())])
+        atomic_write_json(self.objects_path, standalone_pods(names, self.config.namespace, self.config.labels))
+
+    def write_gpu_state(self) -> None:
+        util = {r.index: 100.0 * r.busy for r in self.replicas.values() if r.ready}
+        atomic_write_json(self.gpu_state_path, fake_gpu_state(util, self.config.max_replicas))
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+    def _start(self, index: int) -> None:
+        cfg = self.config
+        name = f"{cfg.name}-{index}"
+        child = self.processes.spawn(name, [
+            sys.executable, "-m", "loadtest", "replica", "--name", name, "--gpu", str(index),
+            "--service-ms", f"{cfg.service_s * 1000:g}", "--busy-window", f"{cfg.busy_window_s:g}",
+            "--grace", f"{cfg.grace_s:g}"], stdout_pipe=True)
+        replica = Replica(index, name, fake_gpu_uuid(cfg.gpu_seed, index), child)
+        self.replicas[index] = replica
+        self._background(self._starting, self._learn_address(replica))
+
+    async def _learn_address(self, replica: Replica) -> None:
+        stdout = replica.child.process.stdout
+        assert stdout is not None
+        try:
+            line = await asyncio.wait_for(asyncio.to_thread(stdout.readline), self.config.start_timeout_s)
+        except TimeoutError:
+            line = b""
+        text = line.decode(errors="replace").strip()
+        if not text.startswith(READY_PREFIX):
+            raise DeploymentError(f"replica {replica.name} did not start", replica.child.log_tail())
+        replica.url = f"http://{text.removeprefix(READY_PREFIX)}"
+
+    async def _stop(self, leaving: list[Replica]) -> None:
+        await asyncio.to_thread(self.processes.stop_many, [r.child for r in leaving], self.config.grace_s + 1.0)
+
+    def _background(self, tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        tasks.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            tasks.discard(finished)
+            if not finished.cancelled() and finished.exception() is not None:
+                self.failure = finished.exception()
+
+        task.add_done_callback(done)
+
+    async def refresh(self) -> None:
+        """Readiness of new replicas, busy fractions of ready ones; then the fake GPU state."""
+        if self.failure is not None:
+            raise self.failure
+        await asyncio.gather(*(self._refresh_one(r) for r in list(self.replicas.values())))
+        self.write_gpu_state()
+
+    async def _refresh_one(self, replica: Replica) -> None:
+        if replica.url is None:
+            return
+        if not replica.child.alive:
+            raise DeploymentError(f"replica {replica.name} exited with code {replica.child.process.returncode}",
+                                  replica.child.log_tail())
+        with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+            if not replica.ready:
+                replica.ready = (await self._client.get(f"{replica.url}/healthz")).status_code == 200
+            if replica.ready:
+                replica.busy = float((await self._client.get(f"{replica.url}/stats")).json()["busy"])
+
+    async def run_refresh(self, interval_s: float) -> None:
+        while True:
+            await self.refresh()
+            await asyncio.sleep(interval_s)
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.ready_count < self._spec:
+            if loop.time() > deadline:
+                raise DeploymentError(f"{self._spec - self.ready_count} replica(s) not ready after {timeout_s:.0f}s")
+            await self.refresh()
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        """Stop every replica (the process registry's own cleanup is the backstop)."""
+        leaving = list(self.replicas.values())
+        self.replicas.clear()
+        for task in self._starting:
+            task.cancel()
+        if leaving:
+            await asyncio.to_thread(self.processes.stop_many, [r.child for r in leaving], self.config.grace_s)
+        pending = self._starting | self._stopping
+        if pending:
+            await asyncio.wait(pending)
+        await self._client.aclose()

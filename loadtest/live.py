@@ -1,0 +1,105 @@
+"""Live progress of a run: a rich table redrawn in place on a terminal, plain periodic lines otherwise (CI logs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["Progress", "Snapshot"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state at ``t`` seconds; rates and latencies are those of the last complete second."""
+
+    t: float
+    duration: float
+    phase: str
+    target_rps: float
+    sent: int
+    ok: int
+    errors_total: int
+    dropped_total: int
+    p50_ms: float | None
+    p95_ms: float | None
+    gpu_util: float | None = None
+    hpa_metric: float | None = None
+    metric_target: float | None = None
+    current: int | None = None
+    desired: int | None = None
+    last_decision: str = ""
+
+
+def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+class Progress:
+    """Use as a context manager; call :meth:`update` about once a second and :meth:`event` for decisions."""
+
+    def __init__(self, console: Console | None = None, *, title: str = "gpu-loadtest",
+                 plain_every_s: float = 5.0) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.title = title
+        self.plain_every_s = plain_every_s
+        self.interactive = self.console.is_terminal
+        self._live: Live | None = None
+        self._last_plain: float | None = None
+        self._events: list[str] = []
+
+    def __enter__(self) -> Progress:
+        if self.interactive:
+            self._live = Live(console=self.console, auto_refresh=False, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def event(self, text: str) -> None:
+        self._events = [*self._events[-3:], text]
+        if self._live is not None:
+            self._live.console.print(text, markup=False, soft_wrap=True)
+        else:
+            self.console.print(text, markup=False, soft_wrap=True)
+
+    def update(self, s: Snapshot) -> None:
+        if self._live is not None:
+            self._live.update(self._table(s), refresh=True)
+            return
+        if self._last_plain is None or s.t - self._last_plain >= self.plain_every_s:
+            self._last_plain = s.t
+            self.console.print(self.line(s), markup=False, soft_wrap=True)
+
+    @staticmethod
+    def line(s: Snapshot) -> str:
+        metric = _num(s.hpa_metric, digits=1)
+        if s.metric_target is not None:
+            metric += f"/{s.metric_target:g}"
+        return (f"[{s.t:5.0f}s/{s.duration:.0f}s] {s.phase:<9} rate {s.sent}/{s.target_rps:.0f} rps ok {s.ok} "
+                f"p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | GPU {_num(s.gpu_util, '%')} "
+                f"HPA sees {metric} | replicas {_count(s.current)} (desired {_count(s.desired)}) | "
+                f"errors {s.errors_total} dropped {s.dropped_total}")
+
+    def _table(self, s: Snapshot) -> Group:
+        table = Table(title=f"{self.title}  {s.t:.0f}s / {s.duration:.0f}s  ({s.phase})", title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in ("sent/target", "ok", "p50", "p95", "GPU", "HPA sees", "replicas", "errors", "dropped"):
+            table.add_column(column, justify="right", no_wrap=True)
+        metric = _num(s.hpa_metric, digits=1) + ("" if s.metric_target is None else f" / {s.metric_target:g}")
+        replicas = f"{_count(s.current)} ({_count(s.desired)})"
+        table.add_row(f"{s.sent}/{s.target_rps:.0f}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
+                      _num(s.gpu_util, " %"), metric, replicas, str(s.errors_total), str(s.dropped_total))
+        last = Text(f"replicas: current (desired); last decision: {s.last_decision or '-'}", style="dim")
+        return Group(table, last)

@@ -1,0 +1,183 @@
+"""Open-loop HTTP load: send times come from the profile's rate alone, never from responses.
+
+A slow service therefore still receives the target rate (its queue and latency grow instead of the rate
+falling, unlike a closed loop of N clients). In-flight requests are bounded; a request due while the bound is
+reached is dropped and counted, never delayed. Latency is measured from the request's *scheduled* send time, so
+a lagging sender cannot hide queueing (no coordinated omission).
+
+Per-second buckets: ``sent`` and ``dropped`` count in the second a request was due, ``ok``/``errors`` and the
+latencies in the second it finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import httpx
+
+from loadtest.profile import Profile
+
+__all__ = ["Arrivals", "LoadGenerator", "SecondStats", "percentile"]
+
+_IDLE_STEP_S = 0.05  # how far the schedule advances while the target rate is 0
+_EPSILON_S = 1e-9
+
+
+class Arrivals(StrEnum):
+    UNIFORM = "uniform"  # evenly spaced: 1/rate apart
+    POISSON = "poisson"  # exponential gaps with mean 1/rate
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (``q`` in 0..100) of ``values``; ``None`` when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+@dataclass
+class SecondStats:
+    sent: int = 0
+    dropped: int = 0
+    ok: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)  # seconds, successful requests only
+
+    def p(self, q: float) -> float | None:
+        return percentile(self.latencies, q)
+
+
+class LoadGenerator:
+    """Drives ``profile`` against the URL ``target()`` returns at each send (``None``: no endpoint is ready,
+    counted as an error like a Service without endpoints)."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        target: Callable[[], str | None],
+        *,
+        method: str = "GET",
+        timeout_s: float = 5.0,
+        max_inflight: int = 256,
+        arrivals: Arrivals = Arrivals.UNIFORM,
+        seed: int | None = None,
+    ) -> None:
+        if max_inflight < 1:
+            raise ValueError("max_inflight must be at least 1")
+        self.profile = profile
+        self.target = target
+        self.method = method
+        self.timeout_s = timeout_s
+        self.max_inflight = max_inflight
+        self.arrivals = arrivals
+        self.seconds: list[SecondStats] = []
+        self.error_kinds: Counter[str] = Counter()
+        self.inflight = 0
+        self.started_at: float | None = None  # loop time of t = 0
+        self._random = random.Random(seed)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def second(self, index: int) -> SecondStats:
+        while len(self.seconds) <= index:
+            self.seconds.append(SecondStats())
+        return self.seconds[index]
+
+    def elapsed(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return asyncio.get_running_loop().time() - self.started_at
+
+    def totals(self) -> SecondStats:
+        total = SecondStats()
+        for s in self.seconds:
+            total.sent += s.sent
+            total.dropped += s.dropped
+            total.ok += s.ok
+            total.errors += s.errors
+        return total
+
+    def _gap(self, rate: float) -> float:
+        if self.arrivals is Arrivals.POISSON:
+            return self._random.expovariate(rate)
+        return 1.0 / rate
+
+    async def run(self, client: httpx.AsyncClient | None = None) -> None:
+        """Send the whole profile starting now; return once every request has finished."""
+        own = client is None
+        if client is None:
+            limits = httpx.Limits(max_connections=self.max_inflight, max_keepalive_connections=self.max_inflight)
+            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, trust_env=False)
+        loop = asyncio.get_running_loop()
+        self.started_at = start = loop.time()
+        try:
+            t = 0.0
+            duration = self.profile.duration
+            while t < duration - _EPSILON_S:
+                rate = self.profile.rate_at(t)
+                if rate <= 0:
+                    t += _IDLE_STEP_S
+                    continue
+                delay = start + t - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                self._send(client, start + t, t)
+                t += self._gap(rate)
+            remaining = start + duration - loop.time()
+            if remaining > 0:
+                await asyncio.sleep(remaining)
+            if self._tasks:
+                await asyncio.wait(set(self._tasks))
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(set(self._tasks))
+            if own:
+                await client.aclose()
+
+    def _send(self, client: httpx.AsyncClient, due: float, t: float) -> None:
+        bucket = self.second(int(t + _EPSILON_S))  # 20 gaps of 0.05 s may sum to 0.9999999999999999
+        if self.inflight >= self.max_inflight:
+            bucket.dropped += 1
+            return
+        bucket.sent += 1
+        url = self.target()
+        if url is None:
+            self._finish(due, asyncio.get_running_loop().time(), "no ready endpoint")
+            return
+        self.inflight += 1
+        task = asyncio.create_task(self._request(client, url, due))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _request(self, client: httpx.AsyncClient, url: str, due: float) -> None:
+        error: str | None = None
+        try:
+            response = await client.request(self.method, url)
+            if response.status_code >= 400:
+                error = f"HTTP {response.status_code}"
+        except httpx.TimeoutException:
+            error = "timeout"
+        except httpx.HTTPError as exc:
+            error = type(exc).__name__
+        finally:
+            self.inflight -= 1
+        self._finish(due, asyncio.get_running_loop().time(), error)
+
+    def _finish(self, due: float, done: float, error: str | None) -> None:
+        assert self.started_at is not None
+        bucket = self.second(max(int(done - self.started_at), 0))
+        if error is None:
+            bucket.ok += 1
+            bucket.latencies.append(max(done - due, 0.0))
+        else:
+            bucket.errors += 1
+            self.error_kinds[error] += 1

@@ -1,0 +1,255 @@
+"""Run a real Prometheus server (the ``prometheus`` binary on PATH) with its config and TSDB in a temp directory.
+
+Prometheus 2.42 (Debian 12) hands new targets to its scrape manager only every 5 s, so the first sample appears
+about 5-6 s after start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+__all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "prometheus_config"]
+
+Target = str | tuple[str, Mapping[str, str]]
+"""A scrape target: ``"host:port"`` or ``("host:port", {"label": "value"})``."""
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus failed to start or answered an API call with an error."""
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _static_configs(targets: Sequence[Target]) -> list[dict[str, Any]]:
+    """Group plain targets together; give each labelled target its own static config."""
+    plain = [t for t in targets if isinstance(t, str)]
+    configs: list[dict[str, Any]] = [{"targets": plain}] if plain else []
+    for target in targets:
+        if not isinstance(target, str):
+            address, labels = target
+            configs.append({"targets": [address], "labels": dict(labels)})
+    return configs
+
+
+def prometheus_config(
+    targets: Sequence[Target],
+    *,
+    job: str,
+    scrape_interval: str = "1s",
+    honor_labels: bool = False,
+    metrics_path: str = "/metrics",
+    rule_files: Sequence[str | Path] = (),
+    evaluation_interval: str | None = None,
+) -> dict[str, Any]:
+    """The ``prometheus.yml`` document for one scrape job over ``targets``."""
+    return {
+        "global": {
+            "scrape_interval": scrape_interval,
+            "scrape_timeout": scrape_interval,
+            "evaluation_interval": evaluation_interval or scrape_interval,
+        },
+        "rule_files": [str(Path(f).resolve()) for f in rule_files],
+        "scrape_configs": [
+            {
+                "job_name": job,
+                "honor_labels": honor_labels,
+                "metrics_path": metrics_path,
+                "static_configs": _static_configs(targets),
+            }
+        ],
+    }
+
+
+class PrometheusServer:
+    """A Prometheus process scraping ``targets``, with its config and TSDB in a temporary directory.
+
+    The process starts in the constructor (in a session of its own, so a terminal's Ctrl-C reaches only its
+    parent, which stops it) and is ready (``/-/ready`` answered 200) when the constructor returns.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        *,
+        job: str = "prometheus",
+        scrape_interval: str = "1s",
+        honor_labels: bool = False,
+        metrics_path: str = "/metrics",
+        rule_files: Sequence[str | Path] = (),
+        evaluation_interval: str | None = None,
+        extra_args: Sequence[str] = (),
+        binary: str = "prometheus",
+        startup_timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        tmp_prefix: str = "prometheus-",
+    ) -> None:
+        exe = shutil.which(binary)
+        if exe is None:
+            raise PrometheusError(f"{binary!r} not found on PATH; run scripts/install-tools.sh")
+        self.tmpdir = Path(tempfile.mkdtemp(prefix=tmp_prefix))
+        self.config_path = self.tmpdir / "prometheus.yml"
+        self.log_path = self.tmpdir / "prometheus.log"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = prometheus_config(
+            targets,
+            job=job,
+            scrape_interval=scrape_interval,
+            honor_labels=honor_labels,
+            metrics_path=metrics_path,
+            rule_files=rule_files,
+            evaluation_interval=evaluation_interval,
+        )
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        cmd = [
+            exe,
+            f"--config.file={self.config_path}",
+            f"--storage.tsdb.path={self.tmpdir / 'data'}",
+            "--storage.tsdb.retention.time=1h",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--web.enable-lifecycle",
+            "--log.level=warn",
+            *extra_args,
+        ]
+        try:
+            with self.log_path.open("wb") as log:
+                self.process = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, **env} if env else None,
+                )
+        except OSError:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            raise
+        self._client = httpx.Client(base_url=self.url, timeout=5.0, trust_env=False)
+        try:
+            self._wait_ready(startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pid(self) -> int:
+        """Process id (and process group id) of the Prometheus process."""
+        return self.process.pid
+
+    def log_tail(self, lines: int = 20) -> str:
+        """Return the last ``lines`` lines of Prometheus's combined stdout/stderr."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise PrometheusError(f"prometheus exited with code {code} at startup:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if self._client.get("/-/ready").status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"prometheus not ready after {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.1)
+
+    def _api(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        resp = self._client.get(f"/api/v1/{path}", params=params)
+        try:
+            body = resp.json()
+        except ValueError:
+            raise PrometheusError(f"GET {path}: HTTP {resp.status_code}: {resp.text[:500]}") from None
+        if body.get("status") != "success":
+            raise PrometheusError(f"GET {path} {params or ''}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, promql: str, at: float | None = None) -> list[Any]:
+        """Run an instant query; return ``data.result`` (a list of ``{"metric", "value"}`` for vectors)."""
+        params: dict[str, Any] = {"query": promql}
+        if at is not None:
+            params["time"] = at
+        return list(self._api("query", params)["result"])
+
+    def wait_for(
+        self,
+        promql: str,
+        predicate: Callable[[list[Any]], bool] = bool,
+        timeout: float = 30.0,
+        interval: float = 0.25,
+    ) -> list[Any]:
+        """Poll ``query(promql)`` until ``predicate(result)`` holds; return that result.
+
+        Raises :class:`TimeoutError` (with the last result) after ``timeout`` seconds. Query errors
+        (e.g. bad PromQL) are raised at once.
+        """
+        deadline = time.monotonic() + timeout
+        result: list[Any] = []
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                result = self.query(promql)
+                if predicate(result):
+                    return result
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{promql!r} did not satisfy the predicate in {timeout}s; last: {result}")
+            time.sleep(interval)
+
+    def targets(self) -> list[dict[str, Any]]:
+        """Return the active scrape targets (``/api/v1/targets`` ``activeTargets``)."""
+        return list(self._api("targets", {"state": "active"})["activeTargets"])
+
+    def wait_targets_up(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Wait until every active target has been scraped successfully; return the targets."""
+        deadline = time.monotonic() + timeout
+        while True:
+            targets = self.targets()
+            if targets and all(t.get("health") == "up" for t in targets):
+                return targets
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"targets not all up after {timeout}s: {targets}")
+            time.sleep(0.2)
+
+    def reload(self) -> None:
+        """Ask Prometheus to re-read its config file (edit ``config_path`` first)."""
+        self._client.post("/-/reload").raise_for_status()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the process group (SIGKILL after ``timeout``), then remove the temporary directory."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._client.close()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def __enter__(self) -> PrometheusServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

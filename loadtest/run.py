@@ -1,0 +1,192 @@
+"""``gpu-loadtest run``: open-loop load against any HTTP endpoint, optionally watching a cluster's HPA and a
+custom-metrics path while it runs, then a per-second CSV, the plot and a summary."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loadtest.kube import ClusterReading, ClusterWatcher
+from loadtest.live import Progress, Snapshot
+from loadtest.loadgen import Arrivals, LoadGenerator
+from loadtest.plot import plot_timeline
+from loadtest.profile import Profile
+from loadtest.promrange import per_second
+from loadtest.statefiles import atomic_write_json
+from loadtest.summary import Summary, summarize
+from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
+
+__all__ = ["LoadRun", "RunOptions", "RunOutputs", "RunResult", "run_load"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    url: str
+    profile: Profile
+    method: str = "GET"
+    timeout_s: float = 5.0
+    max_inflight: int = 256
+    arrivals: Arrivals = Arrivals.POISSON
+    watch_interval_s: float = 2.0
+    prometheus_url: str | None = None
+    query: str | None = None
+    metric_label: str = "metric"
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    csv: Path | None = None
+    plot: Path | None = None
+    summary: Path | None = None
+
+
+@dataclass
+class RunResult:
+    summary: Summary
+    rows: list[TimelineRow]
+    syncs: list[SyncRecord]
+    interrupted: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+class LoadRun:
+    def __init__(self, options: RunOptions, watcher: ClusterWatcher | None, progress: Progress) -> None:
+        self.options = options
+        self.watcher = watcher
+        self.progress = progress
+        self.loadgen = LoadGenerator(options.profile, lambda: options.url, method=options.method,
+                                     timeout_s=options.timeout_s, max_inflight=options.max_inflight,
+                                     arrivals=options.arrivals)
+        self.state: dict[int, dict[str, Any]] = {}
+        self.syncs: list[SyncRecord] = []
+        self.reading: ClusterReading | None = None
+        self.warnings: list[str] = []
+        self.wall_start: float | None = None
+        self._errors_seen: set[str] = set()
+
+    async def _watch(self) -> None:
+        assert self.watcher is not None
+        while True:
+            await self._poll()
+            await asyncio.sleep(self.options.watch_interval_s)
+
+    async def _poll(self) -> None:
+        assert self.watcher is not None
+        reading = await asyncio.to_thread(self.watcher.poll)
+        t = self.loadgen.elapsed()
+        for error in reading.errors:
+            if error not in self._errors_seen:
+                self._errors_seen.add(error)
+                self.warnings.append(error)
+                self.progress.event(f"[{t:5.1f}s] {error}")
+        before = self.reading.hpa if self.reading else None
+        now = reading.hpa
+        if before and now and before.desired_replicas is not None and now.desired_replicas is not None \
+                and now.desired_replicas != before.desired_replicas:
+            record = SyncRecord(t, before.desired_replicas, now.desired_replicas, now.metric,
+                                "desiredReplicas changed in the HPA status")
+            self.syncs.append(record)
+            self.progress.event(f"[{t:5.1f}s] HPA desired {record.current} -> {record.desired} "
+                                f"({self.options.metric_label} {now.metric})")
+        self.reading = reading
+
+    def _record(self, second: int) -> None:
+        if second in self.state or second >= self.options.profile.duration:
+            return
+        reading = self.reading
+        hpa = reading.hpa if reading else None
+        self.state[second] = {
+            "hpa_metric": hpa.metric if hpa else None, "metric_target": hpa.target if hpa else None,
+            "desired_replicas": hpa.desired_replicas if hpa else None,
+            "current_replicas": hpa.current_replicas if hpa else None,
+            "metric_value": reading.metric if reading else None}
+        load = self.loadgen.second(second)
+        totals = self.loadgen.totals()
+        profile = self.options.profile
+        shown = hpa.metric if hpa and hpa.metric is not None else (reading.metric if reading else None)
+        self.progress.update(Snapshot(
+            t=second + 1, duration=profile.duration, phase=profile.phase_at(second),
+            target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
+            dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), hpa_metric=shown,
+            metric_target=hpa.target if hpa else None, current=hpa.current_replicas if hpa else None,
+            desired=hpa.desired_replicas if hpa else None))
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        k = 0
+        while True:
+            k += 1
+            start = self.loadgen.started_at if self.loadgen.started_at is not None else loop.time()
+            await asyncio.sleep(max(start + k - loop.time(), 0.0))
+            self._record(k - 1)
+
+    async def drive(self) -> None:
+        if self.watcher is not None:
+            await self._poll()  # the state before the load
+        self.wall_start = time.time()
+        load = asyncio.create_task(self.loadgen.run())
+        workers = [asyncio.create_task(self._sample())]
+        if self.watcher is not None:
+            workers.append(asyncio.create_task(self._watch()))
+        try:
+            done, _ = await asyncio.wait([load, *workers], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+            await load
+            if self.watcher is not None:
+                await self._poll()  # the state at the end
+            self._record(len(self.state))
+        finally:
+            for task in (load, *workers):
+                task.cancel()
+            await asyncio.gather(load, *workers, return_exceptions=True)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs: RunOutputs,
+                   progress: Progress) -> RunResult:
+    """Run the profile; a cancellation (Ctrl-C) ends it early with the partial timeline."""
+    run = LoadRun(options, watcher, progress)
+    interrupted = False
+    try:
+        with progress:
+            await run.drive()
+    except asyncio.CancelledError:
+        interrupted = True
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+    finally:
+        if watcher is not None:
+            watcher.close()
+    rows = build_rows(options.profile, run.loadgen.seconds, run.state)
+    if interrupted:
+        rows = rows[:len(run.state)]
+    if options.prometheus_url and options.query and run.wall_start is not None and rows:
+        values, series = await asyncio.to_thread(per_second, options.prometheus_url, options.query, run.wall_start,
+                                                 len(rows))
+        if series > 1:
+            run.warnings.append(f"--query returned {series} series; the plot and CSV show their mean")
+        for row in rows:
+            row.prom_value = values.get(int(row.t))
+    profile = options.profile
+    summary = summarize(rows, run.syncs, profile.load_step_at, profile.load_drop_at, extra={
+        "url": options.url, "profile": profile.text(), "arrivals": options.arrivals.value,
+        "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
+        "csv": str(outputs.csv) if outputs.csv else None, "plot": str(outputs.plot) if outputs.plot else None,
+        "interrupted": interrupted, "warnings": run.warnings})
+    if outputs.csv is not None:
+        write_csv(rows, outputs.csv)
+    if outputs.plot is not None and rows:
+        plot_timeline(rows, run.syncs, outputs.plot, title=f"gpu-loadtest run: {options.url}",
+                      metric_label=options.metric_label, load_step_at=profile.load_step_at,
+                      load_drop_at=profile.load_drop_at)
+    if outputs.summary is not None:
+        atomic_write_json(outputs.summary, summary.to_json())
+    return RunResult(summary, rows, run.syncs, interrupted, run.warnings)

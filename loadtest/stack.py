@@ -1,0 +1,115 @@
+"""The metrics path of the demo, as real processes: the exporter (fake GPUs, Kubernetes mode) -> Prometheus -> the
+adapter serving custom.metrics.k8s.io over HTTPS. Every process is registered with the run's
+:class:`~loadtest.processes.ChildProcesses`."""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from loadtest.processes import Child, ChildProcesses
+from loadtest.prometheus import PrometheusServer, free_port
+
+__all__ = ["MetricsStack", "StackConfig", "StackError"]
+
+
+class StackError(RuntimeError):
+    """One-line reason; ``log_tail`` holds the end of the failing process's log."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    gpu_count: int
+    gpu_state: Path
+    kubelet_socket: Path
+    objects_file: Path
+    cert_dir: Path
+    collect_interval_ms: int = 500
+    pod_resources_refresh_ms: int = 1000
+    scrape_interval_s: float = 1.0
+    relist_interval_s: float = 5.0
+    startup_timeout_s: float = 60.0
+
+
+class MetricsStack:
+    """``start()`` blocks until the exporter answers, Prometheus is ready and the adapter's ``/readyz`` is 200."""
+
+    def __init__(self, config: StackConfig, processes: ChildProcesses) -> None:
+        self.config = config
+        self.processes = processes
+        self.exporter_address = f"127.0.0.1:{free_port()}"
+        self.adapter_url = f"https://127.0.0.1:{free_port()}"
+        self.prometheus: PrometheusServer | None = None
+        self.exporter: Child | None = None
+        self.adapter: Child | None = None
+        self._abort = threading.Event()
+
+    def abort(self) -> None:
+        """Make a :meth:`start` running in another thread give up at its next step."""
+        self._abort.set()
+
+    @property
+    def adapter_ca(self) -> Path:
+        """The adapter's self-signed serving certificate (SAN 127.0.0.1), which clients trust."""
+        return self.config.cert_dir / "apiserver.crt"
+
+    def start(self) -> None:
+        cfg = self.config
+        self.exporter = self.processes.spawn("exporter", [
+            sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpus", str(cfg.gpu_count),
+            "--fake-state", str(cfg.gpu_state), "-k", "--pod-resources-kubelet-socket", str(cfg.kubelet_socket),
+            "--pod-resources-refresh-interval", str(cfg.pod_resources_refresh_ms),
+            "-a", self.exporter_address, "-c", str(cfg.collect_interval_ms)])
+        self.prometheus = PrometheusServer([self.exporter_address], job="gpu-exporter",
+                                           scrape_interval=f"{cfg.scrape_interval_s:g}s", honor_labels=True,
+                                           env=self.processes.env, startup_timeout=cfg.startup_timeout_s,
+                                           tmp_prefix="gpu-loadtest-prometheus-")
+        self.processes.adopt("prometheus", self.prometheus.process, self.prometheus.log_path)
+        self._check_abort()
+        port = self.adapter_url.rsplit(":", 1)[1]
+        self.adapter = self.processes.spawn("adapter", [
+            sys.executable, "-m", "adapter", "serve", "--prometheus-url", self.prometheus.url,
+            "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", str(cfg.cert_dir),
+            "--metrics-relist-interval", f"{cfg.relist_interval_s:g}s", "--disable-auth",
+            "--standalone-objects", str(cfg.objects_file)])
+        deadline = time.monotonic() + cfg.startup_timeout_s
+        self._wait("exporter", self.exporter, f"http://{self.exporter_address}/health", None, deadline)
+        self._wait("adapter", self.adapter, f"{self.adapter_url}/readyz", self.adapter_ca, deadline)
+
+    def _check_abort(self) -> None:
+        if self._abort.is_set():
+            raise StackError("start-up aborted")
+
+    def _wait(self, what: str, child: Child, url: str, ca: Path | None, deadline: float) -> None:
+        while True:
+            self._check_abort()
+            if not child.alive:
+                raise StackError(f"{what} exited with code {child.process.returncode}", child.log_tail())
+            verify: ssl.SSLContext | bool = False
+            if ca is not None and ca.exists():
+                verify = ssl.create_default_context(cafile=str(ca))
+            if ca is None or verify is not False:
+                with contextlib.suppress(httpx.TransportError, ssl.SSLError):
+                    if httpx.get(url, verify=verify, timeout=2.0, trust_env=False).status_code == 200:
+                        return
+            if time.monotonic() > deadline:
+                raise StackError(f"{what} not ready in time", child.log_tail())
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the three processes (the registry's cleanup is the backstop) and remove Prometheus' data."""
+        children = [c for c in (self.adapter, self.exporter) if c is not None]
+        self.processes.stop_many(children, grace_s=5.0)
+        if self.prometheus is not None:
+            self.prometheus.stop()

@@ -1,0 +1,98 @@
+"""The per-second record of a load run, and the HPA syncs seen during it; CSV output."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from loadtest.loadgen import SecondStats
+from loadtest.profile import Profile
+
+__all__ = ["SyncRecord", "TimelineRow", "build_rows", "write_csv"]
+
+
+@dataclass
+class TimelineRow:
+    """One second of a run, ``t`` seconds after the load started (the second ``[t, t+1)``).
+
+    ``gpu_util`` is the simulated GPUs' true average (demo only); ``hpa_metric`` the per-pod average the HPA
+    last read from the metrics API (demo) or reported in its status (``run --hpa``); ``metric_value`` the average
+    of a polled metrics API path and ``prom_value`` the ``--query`` result from Prometheus (``run`` only).
+    """
+
+    t: float
+    phase: str
+    target_rps: float
+    sent: int = 0
+    ok: int = 0
+    errors: int = 0
+    dropped: int = 0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    gpu_util: float | None = None
+    hpa_metric: float | None = None
+    metric_target: float | None = None
+    desired_replicas: int | None = None
+    current_replicas: int | None = None
+    metric_value: float | None = None
+    prom_value: float | None = None
+    latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
+
+
+@dataclass(frozen=True)
+class SyncRecord:
+    """One HPA sync (or, watching a cluster, one observed change): ``current`` -> ``desired`` at ``t``."""
+
+    t: float
+    current: int
+    desired: int
+    metric: float | None = None  # the metric's per-pod average, in its units
+    reason: str = ""
+    error: str | None = None
+
+    @property
+    def direction(self) -> int:
+        return (self.desired > self.current) - (self.desired < self.current)
+
+
+def _csv_value(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value
+
+
+def write_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
+    names = [f.name for f in fields(TimelineRow) if f.metadata.get("csv", True)]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(names)
+        for row in rows:
+            writer.writerow([_csv_value(getattr(row, name)) for name in names])
+
+
+def build_rows(profile: Profile, seconds: Sequence[SecondStats],
+               state: Mapping[int, Mapping[str, Any]]) -> list[TimelineRow]:
+    """One row per second of ``profile``, then ``drain`` rows while requests sent during it still finished: the
+    load generator's buckets plus whatever was observed at the end of that second (``state[k]``: values for the
+    row's optional fields)."""
+    rows = []
+    in_profile = math.ceil(profile.duration)
+    for k in range(max(in_profile, len(seconds))):
+        load = seconds[k] if k < len(seconds) else SecondStats()
+        during = k < in_profile
+        rows.append(TimelineRow(
+            t=float(k), phase=profile.phase_at(k) if during else "drain",
+            target_rps=round(profile.rate_at(min(k + 0.5, profile.duration)), 3) if during else 0.0,
+            sent=load.sent, ok=load.ok, errors=load.errors, dropped=load.dropped,
+            p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), latencies_s=list(load.latencies), **state.get(k, {})))
+    return rows
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000.0, 2)

@@ -1,0 +1,91 @@
+"""``gpu-loadtest demo --quick`` end to end, as CI runs it: replicas rise under load and fall after it, and no
+process the demo started outlives it (also when it is interrupted)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from loadtest.processes import MARKER_ENV
+
+pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
+                                reason="needs the prometheus binary (scripts/install-tools.sh)")
+
+
+def marked_processes(run_id: str) -> list[psutil.Process]:
+    """Every live process carrying the demo's marker (started by it, or by its children)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(MARKER_ENV) == run_id and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def assert_all_gone(summary: dict[str, Any]) -> None:
+    assert summary["child_pids"], "the demo recorded no child processes"
+    assert not [pid for pid in summary["child_pids"] if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not marked_processes(summary["run_id"])
+
+
+def test_quick_demo_scales_up_under_load_and_back_down(tmp_path: Path) -> None:
+    summary_path, plot, timeline = tmp_path / "summary.json", tmp_path / "demo.png", tmp_path / "demo.csv"
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtest", "demo", "--quick", "--summary", str(summary_path), "--plot", str(plot),
+         "--csv", str(timeline)], capture_output=True, text=True, timeout=280)
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = json.loads(summary_path.read_text())
+
+    assert summary["initial_replicas"] == 1
+    assert summary["peak_replicas"] > summary["initial_replicas"]
+    assert summary["final_replicas"] < summary["peak_replicas"]
+    up = summary["scale_up_seconds"]
+    assert isinstance(up, int | float) and math.isfinite(up) and up > 0
+    assert summary["scale_down_seconds"] is not None and summary["scale_down_seconds"] > 0
+    assert summary["scale_events"][0]["reason"] == "pods metric DCGM_FI_DEV_GPU_UTIL above target"
+    assert summary["requests"]["ok"] > 0
+    assert summary["interrupted"] is False and summary["error"] is None
+    assert_all_gone(summary)
+
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    with timeline.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert max(int(r["current_replicas"]) for r in rows if r["current_replicas"]) == summary["peak_replicas"]
+    # Not a terminal: plain progress lines, and each decision as it happens.
+    assert "scale 1 -> " in result.stderr
+    assert "load step -> first scale-up decision" in result.stdout
+
+
+def test_interrupted_demo_stops_everything_and_reports_what_it_has(tmp_path: Path) -> None:
+    summary_path = tmp_path / "summary.json"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", "demo", "--quick", "--summary", str(summary_path), "--plot",
+         str(tmp_path / "demo.png")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert demo.stderr is not None
+    seen = []
+    for line in demo.stderr:  # until the load has started
+        seen.append(line)
+        if line.startswith("ready after"):
+            break
+    else:
+        pytest.fail("the demo ended before its load started:\n" + "".join(seen))
+    demo.send_signal(signal.SIGINT)  # what Ctrl-C delivers
+    out, _ = demo.communicate(timeout=120)
+    assert demo.returncode == 130
+    assert "interrupted: partial summary" in out
+    summary = json.loads(summary_path.read_text())
+    assert summary["interrupted"] is True
+    assert_all_gone(summary)

@@ -1,0 +1,93 @@
+"""The local Deployment stand-in: replica processes published as pods through the real PodResources gRPC socket
+(as the exporter reads it) and the adapter's standalone objects file (as the adapter reads it), their busy time
+written into a fake GPU state the exporter accepts, and scale-down stopping the highest-numbered replica."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from adapter.rules import normalise_resource
+from adapter.selectors import parse_selector
+from adapter.standalone import StandaloneObjects
+from exporter.backends.fake import fake_gpu_uuid, parse_state
+from exporter.pod_mapping import DeviceAllocation, PodRef
+from exporter.podresources.client import list_allocations
+from loadtest.deployment import DeploymentConfig, LocalDeployment
+from loadtest.hpa import PodPhase
+from loadtest.kubelet import PodResourcesServer
+from loadtest.processes import ChildProcesses
+from loadtest.statefiles import fake_gpu_state, standalone_pods
+
+PODS = normalise_resource("pods")
+
+
+def selected(objects: Path) -> list[str] | None:
+    return asyncio.run(StandaloneObjects(str(objects)).names(PODS, "demo", parse_selector("app=infer")))
+
+
+def test_documents_are_what_the_exporter_and_adapter_accept(tmp_path: Path) -> None:
+    state = parse_state(fake_gpu_state({0: 57.4, 2: 140.0}, 4), "state.json", 4)
+    assert {i: g.values["DCGM_FI_DEV_GPU_UTIL"] for i, g in state.gpus.items()} == {0: 57, 1: 0, 2: 100, 3: 0}
+    objects = tmp_path / "objects.json"
+    objects.write_text(json.dumps(standalone_pods(["infer-0", "infer-1"], "demo", {"app": "infer"})))
+    assert selected(objects) == ["infer-0", "infer-1"]
+
+
+def test_replicas_are_published_measured_and_stopped() -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))  # unix socket paths must stay short
+    processes = ChildProcesses(workdir / "logs", "test-run")
+    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
+    kubelet.start()
+    objects, gpu_state = workdir / "objects.json", workdir / "gpu.json"
+
+    async def scenario() -> None:
+        deployment = LocalDeployment(DeploymentConfig(max_replicas=3, service_s=0.05), processes, kubelet,
+                                     gpu_state, objects)
+        try:
+            await deployment.scale(2)
+            # Published as soon as they start, before they are ready (like a scheduled pod)
+            assert {p.name for p in deployment.pods()} == {"infer-0", "infer-1"}
+            assert sorted(list_allocations(kubelet.socket_path), key=lambda a: a.pod.name) == [
+                DeviceAllocation("nvidia.com/gpu", fake_gpu_uuid("", i), PodRef(f"infer-{i}", "demo", "main"))
+                for i in (0, 1)]
+            assert await asyncio.to_thread(selected, objects) == ["infer-0", "infer-1"]
+
+            await deployment.wait_ready(30)
+            assert [p.phase for p in deployment.pods()] == [PodPhase.RUNNING, PodPhase.RUNNING]
+            urls = [deployment.next_url() for _ in range(4)]
+            assert urls[0] == urls[2] and urls[1] == urls[3] and urls[0] != urls[1]
+
+            first = deployment.replicas[0]
+            async with httpx.AsyncClient() as client:
+                for _ in range(5):
+                    assert (await client.get(f"{first.url}/infer")).status_code == 200
+            await deployment.refresh()
+            util = parse_state(json.loads(gpu_state.read_text()), "gpu.json", 3).gpus
+            assert util[0].values["DCGM_FI_DEV_GPU_UTIL"] > 0
+            assert util[1].values["DCGM_FI_DEV_GPU_UTIL"] == 0
+            assert deployment.mean_utilisation() == pytest.approx(50 * (first.busy + deployment.replicas[1].busy))
+
+            leaving = deployment.replicas[1].child
+            await deployment.scale(1)
+            assert [a.pod.name for a in list_allocations(kubelet.socket_path)] == ["infer-0"]
+            assert await asyncio.to_thread(selected, objects) == ["infer-0"]
+            assert deployment.spec_replicas == 1
+            await asyncio.to_thread(leaving.process.wait, 30)
+            assert leaving.process.returncode == 0  # SIGTERM, drained, exited
+        finally:
+            await deployment.close()
+
+    try:
+        asyncio.run(scenario())
+        assert processes.children and not [c for c in processes.children if c.alive]
+    finally:
+        processes.stop_all()
+        kubelet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""The demo's HPA loop talks to the metrics API as the HPA controller does, and scales on loadtest.hpa's decision."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from loadtest.hpa import Autoscaler, HPASpec, MetricSpec, Pod, PodPhase
+from loadtest.hpa_loop import HpaLoop
+from loadtest.metrics_api import CustomMetricsClient, MetricsApiError, choose_version
+
+PODS_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/demo/pods/%2A/DCGM_FI_DEV_GPU_UTIL"
+
+
+def group(preferred: str, *versions: str) -> dict[str, Any]:
+    return {"kind": "APIGroupList", "groups": [
+        {"name": "apps", "versions": [{"version": "v1"}], "preferredVersion": {"version": "v1"}},
+        {"name": "custom.metrics.k8s.io", "versions": [{"version": v} for v in versions],
+         "preferredVersion": {"version": preferred}}]}
+
+
+def test_version_choice_follows_the_controller() -> None:
+    assert choose_version(group("v1beta2", "v1beta2", "v1beta1")) == "v1beta2"
+    assert choose_version(group("v1beta1", "v1beta2", "v1beta1")) == "v1beta1"
+    assert choose_version(group("v2alpha9", "v2alpha9", "v1beta1", "v1beta2")) == "v1beta1"
+    with pytest.raises(MetricsApiError, match="no known available metric versions found"):
+        choose_version(group("v9", "v9"))
+    with pytest.raises(MetricsApiError, match=r"no custom metrics API \(custom.metrics.k8s.io\) registered"):
+        choose_version({"groups": [{"name": "apps"}]})
+
+
+def metric_list(values: dict[str, str]) -> dict[str, Any]:
+    return {"kind": "MetricValueList", "apiVersion": "custom.metrics.k8s.io/v1beta2", "metadata": {}, "items": [
+        {"describedObject": {"kind": "Pod", "namespace": "demo", "name": name, "apiVersion": "/v1"},
+         "metric": {"name": "DCGM_FI_DEV_GPU_UTIL", "selector": None}, "timestamp": "2026-01-01T00:00:00Z",
+         "value": value} for name, value in values.items()]}
+
+
+class FakeApi:
+    """A custom-metrics API server behind httpx.MockTransport; records every request line."""
+
+    def __init__(self, answer: httpx.Response) -> None:
+        self.answer = answer
+        self.requests: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request.url.raw_path.decode())
+        if request.url.path == "/apis":
+            return httpx.Response(200, json=group("v1beta2", "v1beta2", "v1beta1"))
+        return self.answer
+
+
+class Deployment:
+    def __init__(self, replicas: int) -> None:
+        self.spec_replicas = replicas
+        self.scaled_to: list[int] = []
+
+    def pods(self) -> tuple[Pod, ...]:
+        return tuple(Pod(f"infer-{i}", PodPhase.RUNNING) for i in range(self.spec_replicas))
+
+    async def scale(self, replicas: int) -> None:
+        self.scaled_to.append(replicas)
+        self.spec_replicas = replicas
+
+
+def make_loop(api: FakeApi, deployment: Deployment) -> tuple[HpaLoop, CustomMetricsClient]:
+    spec = HPASpec(max_replicas=8, metrics=(MetricSpec.pods("DCGM_FI_DEV_GPU_UTIL", average_value="60"),))
+    client = CustomMetricsClient("https://adapter.test", transport=httpx.MockTransport(api))
+    loop = HpaLoop(Autoscaler(spec), client, deployment, namespace="demo", selector="app=infer", clock=lambda: 30.0)
+    return loop, client
+
+
+def test_one_sync_discovers_reads_the_pods_metric_and_scales() -> None:
+    api = FakeApi(httpx.Response(200, json=metric_list({"infer-0": "90", "infer-1": "89500m"})))
+    deployment = Deployment(2)
+
+    async def scenario() -> None:
+        loop, client = make_loop(api, deployment)
+        record = await loop.sync()
+        await client.aclose()
+        # (90 + 89.5) / 2 = 89.75 against 60 -> ceil(1.496 * 2) = 3
+        assert (record.current, record.desired, record.metric) == (2, 3, 89.75)
+        assert record.reason == "pods metric DCGM_FI_DEV_GPU_UTIL above target"
+
+    asyncio.run(scenario())
+    assert api.requests == ["/apis", f"{PODS_PATH}?labelSelector=app%3Dinfer"]
+    assert deployment.scaled_to == [3]
+
+
+STATUS_404 = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "reason": "NotFound",
+              "message": "the server could not find the metric DCGM_FI_DEV_GPU_UTIL for pods"}
+
+
+@pytest.mark.parametrize(("answer", "detail"), [
+    (httpx.Response(404, content=json.dumps(STATUS_404)),
+     "unable to fetch metrics from custom metrics API: the server could not find the metric DCGM_FI_DEV_GPU_UTIL "
+     "for pods"),
+    (httpx.Response(200, json=metric_list({})), "no metrics returned from custom metrics API"),
+    (httpx.Response(503, text="service unavailable"),
+     "unable to fetch metrics from custom metrics API: the server responded with HTTP 503: service unavailable"),
+])
+def test_a_failed_fetch_keeps_the_scale_and_reads_like_the_controller(answer: httpx.Response, detail: str) -> None:
+    deployment = Deployment(2)
+
+    async def scenario() -> None:
+        loop, client = make_loop(FakeApi(answer), deployment)
+        record = await loop.sync()
+        await client.aclose()
+        assert (record.current, record.desired, record.metric) == (2, 2, None)
+        assert record.error == ("invalid metrics (1 invalid out of 1), first error is: "
+                                f"unable to get metric DCGM_FI_DEV_GPU_UTIL: {detail}")
+
+    asyncio.run(scenario())
+    assert deployment.scaled_to == []

@@ -1,0 +1,49 @@
+"""The child-process registry: children carry the run's marker and log to files; stopping escalates to SIGKILL
+for the whole process group."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from loadtest.processes import MARKER_ENV, ChildProcesses
+
+STUBBORN = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print("marker", os.environ["GPU_LOADTEST_RUN"], "grandchild", grandchild.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def wait_for_line(path: Path, prefix: str) -> str:
+    while True:
+        for line in path.read_text().splitlines():
+            if line.startswith(prefix):
+                return line
+        time.sleep(0.02)
+
+
+def test_stop_kills_a_child_that_ignores_sigterm_and_its_group(tmp_path: Path) -> None:
+    processes = ChildProcesses(tmp_path / "logs", "run-42")
+    child = processes.spawn("stubborn", [sys.executable, "-c", STUBBORN])
+    polite = processes.spawn("polite", [sys.executable, "-c", "import time; time.sleep(600)"])
+    line = wait_for_line(tmp_path / "logs" / "stubborn.log", "marker")
+    _, run_id, _, grandchild = line.split()
+    assert run_id == "run-42"
+    assert psutil.Process(child.pid).environ()[MARKER_ENV] == "run-42"
+
+    codes = processes.stop_many([child, polite], grace_s=0.5)
+    assert codes == {child.pid: -signal.SIGKILL, polite.pid: -signal.SIGTERM}
+    assert processes.pids == [child.pid, polite.pid]
+    assert not child.alive and not polite.alive
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(int(grandchild)) and psutil.Process(int(grandchild)).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the grandchild outlived its group"
+        time.sleep(0.05)
+    processes.stop_all()  # stopping again is harmless

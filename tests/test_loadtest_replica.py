@@ -1,0 +1,93 @@
+"""The inference stand-in replica as a real process: one request at a time on its GPU, busy fraction, abandoned
+requests skipped, graceful SIGTERM."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from loadtest.replica import READY_PREFIX
+
+
+@dataclass
+class Replica:
+    process: subprocess.Popen[str]
+    url: str
+
+    def stats(self) -> dict[str, float]:
+        return dict(httpx.get(f"{self.url}/stats", timeout=5).json())
+
+
+def start(service_ms: int) -> Replica:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", "replica", "--name", "infer-3", "--gpu", "3", "--service-ms",
+         str(service_ms), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    assert line.startswith(READY_PREFIX), process.stderr.read() if process.stderr else line
+    return Replica(process, f"http://{line.removeprefix(READY_PREFIX)}")
+
+
+@pytest.fixture
+def replica() -> Iterator[Replica]:
+    r = start(service_ms=100)
+    yield r
+    r.process.kill()
+    r.process.communicate()
+
+
+def wait_until(check: Callable[[], bool]) -> None:
+    while not check():
+        time.sleep(0.02)
+
+
+def test_requests_take_the_gpu_one_at_a_time(replica: Replica) -> None:
+    assert httpx.get(f"{replica.url}/healthz").text == "ok"
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: httpx.post(f"{replica.url}/infer", timeout=10).json(), range(4)))
+    assert {a["replica"] for a in answers} == {"infer-3"} and {a["gpu"] for a in answers} == {3}
+    intervals = sorted((a["started"], a["finished"]) for a in answers)
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(intervals))
+    assert all(a["service_ms"] >= 100 for a in answers)
+    stats = replica.stats()
+    assert stats["served"] == 4 and stats["waiting"] == 0
+    assert 0 < stats["busy"] <= 1
+    assert httpx.get(f"{replica.url}/nope").status_code == 404
+    assert httpx.put(f"{replica.url}/infer").status_code == 405
+
+
+def test_a_request_whose_client_left_is_skipped() -> None:
+    replica = start(service_ms=2000)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(httpx.get, f"{replica.url}/infer", timeout=30)
+            wait_until(lambda: replica.stats()["waiting"] == 1)
+            with pytest.raises(httpx.TimeoutException):  # gives up while queued behind the first
+                httpx.get(f"{replica.url}/infer", timeout=0.3)
+            assert first.result().status_code == 200
+        wait_until(lambda: replica.stats()["waiting"] == 0)
+        stats = replica.stats()
+        assert (stats["served"], stats["abandoned"]) == (1, 1)
+    finally:
+        replica.process.kill()
+        replica.process.communicate()
+
+
+def test_sigterm_finishes_queued_requests_then_exits() -> None:
+    replica = start(service_ms=200)
+    with ThreadPoolExecutor(3) as pool:
+        pending = [pool.submit(httpx.get, f"{replica.url}/infer", timeout=30) for _ in range(3)]
+        wait_until(lambda: replica.stats()["waiting"] == 3)
+        replica.process.terminate()
+        assert [f.result().status_code for f in pending] == [200, 200, 200]
+    _, err = replica.process.communicate(timeout=30)
+    assert replica.process.returncode == 0
+    assert "infer-3: served 3" in err
