@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from adapter.background import BackgroundTask
 from adapter.prometheus import PrometheusClient, PrometheusError
 from adapter.rules import Catalogue, RulesConfig, build_catalogue
 
@@ -26,7 +27,7 @@ class Discovery:
         self.last_error: str | None = None
         self.last_duration_s = 0.0
         self.failures_total = 0
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("discovery")
         self._after_relist: list[Callable[[], Awaitable[None]]] = []
         self._wake = asyncio.Event()
 
@@ -77,13 +78,10 @@ class Discovery:
         return True
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="discovery")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

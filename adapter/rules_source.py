@@ -9,13 +9,13 @@ is refused with one error line naming the file, rule and field, and the rules in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from adapter.background import BackgroundTask
 from adapter.rules import RulesConfig, RulesError, gpu_presets, parse_rules
 
 log = logging.getLogger("adapter.rules")
@@ -60,7 +60,7 @@ class RulesSource:
         self._applied_digest = digest
         self._seen_digest = digest  # the last content looked at, valid or not: each version is judged once
         self._listeners: list[Callable[[RulesConfig], None]] = []
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("rules-reload")
 
     @classmethod
     def load(cls, path: str | None, *, interval_s: float = 5.0) -> RulesSource:
@@ -118,13 +118,10 @@ class RulesSource:
 
     def start(self) -> None:
         if self.watching:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="rules-reload")
+            self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

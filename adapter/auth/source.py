@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from adapter.auth.delegated import DelegationUnavailable, KubeDelegate
 from adapter.auth.requestheader import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, ClientCAs, ConfigError, from_configmap
+from adapter.background import BackgroundTask
 
 log = logging.getLogger("adapter.auth")
 
@@ -27,7 +27,7 @@ class ClientCASource:
         self._on_change = on_change
         self._interval_s = interval_s
         self._current = fixed or ClientCAs()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask("client-ca-refresh")
 
     def current(self) -> ClientCAs:
         return self._current
@@ -51,13 +51,10 @@ class ClientCASource:
     def start(self) -> None:
         """Re-read periodically (rotation) on the serving loop."""
         if self.dynamic:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="client-ca-refresh")
+            self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
 
     async def _refresh(self) -> None:
         assert self._delegate is not None
