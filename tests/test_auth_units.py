@@ -265,3 +265,55 @@ def test_sar_spec_shape() -> None:
         "namespace": "ml", "verb": "get", "group": "custom.metrics.k8s.io", "version": "v1beta2",
         "resource": "pods", "subresource": "DCGM_FI_DEV_GPU_UTIL", "name": "*"}
     assert ClientCAs().bundle() == b""
+
+
+# -- the front-proxy configuration source ----------------------------------------------------------------
+class FakeConfigMaps:
+    def __init__(self, *answers: dict[str, str] | Exception) -> None:
+        self.answers = list(answers)
+
+    async def extension_configmap(self) -> dict[str, str]:
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_rotated_configmap_replaces_the_cas_and_a_failed_read_keeps_them() -> None:
+    from adapter.auth.source import ClientCASource
+
+    rotated = make_ca("rotated-front-proxy-ca")
+    changes: list[ClientCAs] = []
+    source = ClientCASource(None, FakeConfigMaps(  # type: ignore[arg-type]
+        _configmap(), DelegationUnavailable("configmap: connection refused"),
+        _configmap(**{"requestheader-client-ca-file": rotated.cert_pem.decode()})),
+        tolerate_lookup_failure=False, on_change=changes.append)
+
+    async def go() -> None:
+        await source.load()
+        assert source.current().requestheader is not None
+        assert front_proxy_allowed(PROXY_CERT.cert, source.current().requestheader)
+        with pytest.raises(DelegationUnavailable):
+            await source._refresh()  # the periodic loop logs this and keeps the last configuration
+        assert len(changes) == 1
+        await source._refresh()
+
+    _run(go())
+    assert len(changes) == 2
+    proxy = source.current().requestheader
+    assert proxy is not None
+    assert not front_proxy_allowed(PROXY_CERT.cert, proxy), "the old CA no longer vouches"
+    assert front_proxy_allowed(issue(rotated, "front-proxy-client").cert, proxy)
+
+
+def test_unreadable_configmap_at_start_names_the_rbac_fix() -> None:
+    from adapter.auth.source import ClientCASource
+
+    source = ClientCASource(None, FakeConfigMaps(DelegationUnavailable("configmap: 403 Forbidden")),  # type: ignore[arg-type]
+                            tolerate_lookup_failure=False, on_change=lambda _: None)
+    with pytest.raises(ConfigError, match="extension-apiserver-authentication-reader"):
+        _run(source.load())
+    tolerant = ClientCASource(None, FakeConfigMaps(DelegationUnavailable("403")),  # type: ignore[arg-type]
+                              tolerate_lookup_failure=True, on_change=lambda _: None)
+    _run(tolerant.load())
+    assert tolerant.current().requestheader is None
