@@ -27,8 +27,11 @@ demo: install tools
 lint: install
 	$(PYTHON) -m ruff check .
 
-bench: install
+bench: install tools
 	$(PYTHON) bench/exporter_scrape.py
+	$(PYTHON) bench/adapter_load.py
+	$(PYTHON) bench/discovery.py
+	$(PYTHON) bench/e2e_reaction.py --runs 4
 
 clean:
 	rm -rf .tools build *.egg-info .pytest_cache .ruff_cache

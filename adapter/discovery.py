@@ -9,8 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from adapter.background import BackgroundTask
-from adapter.prometheus import PrometheusClient, PrometheusError
-from adapter.rules import Catalogue, RulesConfig, build_catalogue
+from adapter.prometheus import PrometheusClient, PrometheusError, SeriesShape
+from adapter.rules import Catalogue, RulesConfig
+from adapter.rules.catalogue import build_catalogue_from_shapes, distinct_shapes
 
 log = logging.getLogger("adapter.discovery")
 
@@ -54,21 +55,24 @@ class Discovery:
         return ok
 
     async def _relist(self) -> bool:
-        """All distinct series queries in parallel; any failure keeps the previous catalogue."""
+        """The distinct series queries one after another; any failure keeps the previous catalogue.
+
+        One at a time because an answer is held whole while it is decoded (with its text copy, ~10 MB for 12,500
+        GPUs' series): with 100,000 series the adapter peaked at ~140 MB RSS this way against ~165 MB two at a time,
+        for about 0.4 s more per relist (bench/discovery.py, 2 cores).
+        """
         started = time.perf_counter()
         config = self._config()
         end = time.time()
         queries = config.series_queries()
         try:
-            results = await asyncio.gather(
-                *(self._client.series([q], end - self.max_age_s, end) for q in queries))
+            results = [await self._shapes(q, end - self.max_age_s, end) for q in queries]
         except PrometheusError as exc:
             self.failures_total += 1
             self.last_error = str(exc)
             log.warning("relist failed, keeping the previous catalogue: %s", exc)
             return False
-        # Reducing 100k series to their distinct name/label-name sets is CPU work: keep it off the event loop.
-        catalogue = await asyncio.to_thread(build_catalogue, config, dict(zip(queries, results, strict=True)))
+        catalogue = build_catalogue_from_shapes(config, dict(zip(queries, results, strict=True)))
         self.catalogue = catalogue
         self.last_success = time.time()
         self.last_error = None
@@ -76,6 +80,14 @@ class Discovery:
         log.info("discovered %d custom and %d external metrics in %.3fs", len(catalogue.custom_metrics()),
                  len(catalogue.external_metrics()), self.last_duration_s)
         return True
+
+    async def _shapes(self, query: str, start: float, end: float) -> frozenset[SeriesShape]:
+        """The distinct shapes of the series ``query`` selects: reduced while decoding when the client can (the
+        real one), else from the label sets (simple test doubles)."""
+        shapes = getattr(self._client, "series_shapes", None)
+        if shapes is not None:
+            return await shapes([query], start, end)
+        return distinct_shapes(await self._client.series([query], start, end))
 
     def start(self) -> None:
         self._task.start(self._run)

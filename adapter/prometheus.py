@@ -7,11 +7,14 @@ import math
 import os
 import re
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import httpx
+
+SeriesShape = tuple[str, frozenset[str]]
+"""A series reduced to its metric name and the names of its other labels."""
 
 
 class PrometheusError(Exception):
@@ -26,8 +29,10 @@ class QueryFailed(PrometheusError):
     """Prometheus rejected the query (bad_data, execution error): a server-side bug or a bad rule."""
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
+    """One series' value; immutable. A NamedTuple rather than a frozen dataclass, whose ``__init__`` costs about
+    1 us more per sample: a 1,500-pod answer builds 1,500 of them."""
+
     labels: Mapping[str, str]
     timestamp: float
     value: float
@@ -48,6 +53,12 @@ class PrometheusConfig:
     client_key_file: str | None = None
     insecure_skip_verify: bool = False
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+# Queries and series lists ask for an uncompressed answer. Prometheus gzips every API answer whose client accepts it
+# (httpx asks by default), at a CPU cost on both sides that a cluster network does not repay: on loopback a small
+# query's p99 went from 6.8 ms to 2.8 ms, and a relist of 100,000 series from 1.3 s to 1.1 s (bench/).
+_UNCOMPRESSED = {"Accept-Encoding": "identity"}
 
 
 class _TokenFile:
@@ -106,7 +117,7 @@ class PrometheusClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         self.queries_total += 1
-        data = await self._call("/api/v1/query", params)
+        data = await self._call("/api/v1/query", params, headers=_UNCOMPRESSED)
         kind, result = data.get("resultType"), data.get("result")
         if kind == "vector":
             return [Sample(item["metric"], float(item["value"][0]), float(item["value"][1])) for item in result]
@@ -117,6 +128,26 @@ class PrometheusClient:
     async def series(self, matchers: Sequence[str], start: float, end: float) -> list[dict[str, str]]:
         params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
         return await self._call("/api/v1/series", params)
+
+    async def series_shapes(self, matchers: Sequence[str], start: float, end: float) -> frozenset[SeriesShape]:
+        """``series`` reduced to the distinct (metric name, names of the other labels) while the answer is decoded,
+        off the event loop. No dict per series is kept: with ``series``, where every answer was decoded whole before
+        being reduced, a relist over 100,000 series took the adapter to 270-340 MB RSS (bench/discovery.py)."""
+        params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        shared: dict[SeriesShape, SeriesShape] = {}
+
+        def label_set(obj: dict[str, Any]) -> Any:
+            # json object_hook: a label set (it has __name__) becomes its shape, one object per distinct shape, and
+            # the dict is dropped at once; anything else (the envelope, an error) stays as it is.
+            name = obj.get("__name__")
+            if not isinstance(name, str) or not name:
+                return obj
+            del obj["__name__"]
+            shape = (name, frozenset(obj))
+            return shared.setdefault(shape, shape)
+
+        data = await self._call("/api/v1/series", params, headers=_UNCOMPRESSED, object_hook=label_set)
+        return frozenset(item for item in data if isinstance(item, tuple))
 
     async def targets(self) -> list[dict[str, Any]]:
         """The active scrape targets (``/api/v1/targets`` answers GET only, whatever ``method`` says)."""
@@ -140,8 +171,11 @@ class PrometheusClient:
         # Prometheus durations take no decimals: whole milliseconds.
         return f"{max(int(self.config.timeout_s * 900), 100)}ms"
 
-    async def _call(self, path: str, params: Mapping[str, Any], method: str | None = None) -> Any:
-        headers = {"Authorization": f"Bearer {self._token.token()}"} if self._token else None
+    async def _call(self, path: str, params: Mapping[str, Any], method: str | None = None,
+                    headers: Mapping[str, str] | None = None,
+                    object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+        if self._token:
+            headers = {**(headers or {}), "Authorization": f"Bearer {self._token.token()}"}
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 if (method or self.config.method) == "POST":
@@ -152,12 +186,14 @@ class PrometheusClient:
             raise PrometheusUnavailable(f"Prometheus did not answer within {self.config.timeout_s:g}s") from None
         except httpx.HTTPError as exc:
             raise PrometheusUnavailable(f"Prometheus unreachable: {exc.__class__.__name__}: {exc}") from None
-        return self._decode(response)
+        if object_hook is None:
+            return self._decode(response)
+        return await asyncio.to_thread(self._decode, response, object_hook)  # megabytes: off the event loop
 
     @staticmethod
-    def _decode(response: httpx.Response) -> Any:
+    def _decode(response: httpx.Response, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
         try:
-            body = response.json()
+            body = response.json(object_hook=object_hook) if object_hook else response.json()
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("status") == "success":

@@ -6,8 +6,10 @@ import re
 from collections.abc import Iterable
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-# RE2 metacharacters; escaping them makes a value match itself literally inside a regex matcher.
-_REGEX_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+# RE2 metacharacters; escaping them makes a value match itself literally inside a regex matcher. A translation
+# table rather than re.sub: a 1,500-pod selector escapes 1,500 names per request.
+_REGEX_ESCAPES = str.maketrans({c: "\\" + c for c in "\\.+*?()|[]{}^$"})
+_REGEX_SPECIAL = re.compile(r"[\\.+*?()|\[\]{}^$]")
 
 
 class PromQLError(ValueError):
@@ -24,7 +26,18 @@ def quote(value: str) -> str:
 
 def regex_literal(value: str) -> str:
     """An RE2 pattern matching ``value`` literally (Prometheus anchors label regexes)."""
-    return _REGEX_SPECIAL.sub(r"\\\1", value)
+    return value.translate(_REGEX_ESCAPES)
+
+
+def regex_alternation(values: Iterable[str]) -> str:
+    """The distinct ``values``, sorted, as an RE2 alternation matching exactly them (``a|b\\.c``)."""
+    return _alternation(sorted(set(values)))
+
+
+def _alternation(unique: list[str]) -> str:
+    if _REGEX_SPECIAL.search("".join(unique)) is None:  # the usual case (pod names): nothing to escape
+        return "|".join(unique)
+    return "|".join(v.translate(_REGEX_ESCAPES) for v in unique)
 
 
 def check_label_name(name: str) -> str:
@@ -47,4 +60,4 @@ def one_of(label: str, values: Iterable[str], negate: bool = False) -> str:
         raise PromQLError("one_of needs at least one value")
     if len(unique) == 1:
         return matcher(label, "!=" if negate else "=", unique[0])
-    return matcher(label, "!~" if negate else "=~", "|".join(regex_literal(v) for v in unique))
+    return matcher(label, "!~" if negate else "=~", _alternation(unique))

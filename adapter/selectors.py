@@ -338,6 +338,17 @@ def _requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
     return have > want if op == "gt" else have < want
 
 
+_EQUALITY = frozenset({"=", "==", "in"})
+
+
 def matches(requirements: Iterable[Requirement], labels: Mapping[str, str]) -> bool:
     """Whether an object with ``labels`` is selected (all requirements hold; no requirements selects everything)."""
-    return all(_requirement_matches(req, labels) for req in requirements)
+    # Runs once per object of the namespace per selector request: a plain loop (no generator), with equality, the
+    # operator of Deployment selectors, checked inline. An absent label reads as None, which is never a value.
+    for req in requirements:
+        if req.operator in _EQUALITY:
+            if labels.get(req.key) not in req.values:
+                return False
+        elif not _requirement_matches(req, labels):
+            return False
+    return True

@@ -78,6 +78,7 @@ class StandaloneObjects:
         self.path = path
         self._stamp: tuple[int, int, int] | None = None
         self._objects: dict[GroupResource, tuple[_Object, ...]] | None = None
+        self._index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
         self._error: str | None = None
         self.load()
 
@@ -98,6 +99,7 @@ class StandaloneObjects:
             self._fail(str(exc))
             return
         self._stamp, self._objects, self._error = stamp, objects, None
+        self._index = _label_index(objects)
 
     def _fail(self, message: str) -> None:
         if message != self._error:
@@ -115,4 +117,19 @@ class StandaloneObjects:
                 raise bad_request(f"labelSelector on {group_resource} needs those objects listed in {self.path} "
                                   "(no Kubernetes API in standalone mode)")
             return None
+        # An equality requirement (a Deployment's matchLabels) narrows the scan to the objects carrying that label.
+        key = next(((r.key, r.values[0]) for r in selector if r.operator in ("=", "==")), None)
+        if key is not None:
+            listed = self._index.get((group_resource, namespace, *key), ())
         return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
+
+
+def _label_index(objects: Mapping[GroupResource, tuple[_Object, ...]],
+                 ) -> dict[tuple[GroupResource, str | None, str, str], list[_Object]]:
+    """(group-resource, namespace, label, value) -> the objects with that label value."""
+    index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
+    for gr, listed in objects.items():
+        for obj in listed:
+            for label, value in obj.labels.items():
+                index.setdefault((gr, obj.namespace, label, value), []).append(obj)
+    return index

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from adapter.quantity import format_quantity
 
@@ -13,8 +14,10 @@ CUSTOM_GROUP = "custom.metrics.k8s.io"
 EXTERNAL_GROUP = "external.metrics.k8s.io"
 
 
-@dataclass(frozen=True)
-class ObjectValue:
+class ObjectValue(NamedTuple):
+    """One object's value; immutable. A NamedTuple rather than a frozen dataclass (built in a quarter of the time:
+    a 1,500-pod response builds 1,500)."""
+
     kind: str
     api_version: str  # describedObject.apiVersion, e.g. "/v1", "apps/v1"
     namespace: str | None
@@ -27,7 +30,17 @@ class ObjectValue:
 
 def rfc3339(timestamp: float) -> str:
     """metav1.Time: UTC, whole seconds, ``Z`` suffix."""
-    return dt.datetime.fromtimestamp(int(timestamp), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_seconds(int(timestamp))
+
+
+# A response's items share a few timestamps and often repeat values (a 1,500-pod answer formats 1,500 of each), and
+# both conversions cost microseconds each: remember recent ones.
+@lru_cache(maxsize=256)
+def _rfc3339_seconds(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_quantity = lru_cache(maxsize=4096, typed=True)(format_quantity)  # typed: 1 and 1.0 stay apart
 
 
 def _described(obj: ObjectValue) -> dict[str, str]:
@@ -41,10 +54,10 @@ def metric_value_list(version: str, items: Sequence[ObjectValue]) -> dict[str, A
     """A ``MetricValueList``; item fields differ between v1beta1 and v1beta2."""
     if version == "v1beta1":
         rendered = [{"describedObject": _described(o), "metricName": o.metric, "timestamp": rfc3339(o.timestamp),
-                     "value": format_quantity(o.value), "selector": o.selector} for o in items]
+                     "value": _quantity(o.value), "selector": o.selector} for o in items]
     else:
         rendered = [{"describedObject": _described(o), "metric": {"name": o.metric, "selector": o.selector},
-                     "timestamp": rfc3339(o.timestamp), "value": format_quantity(o.value)} for o in items]
+                     "timestamp": rfc3339(o.timestamp), "value": _quantity(o.value)} for o in items]
     return {"kind": "MetricValueList", "apiVersion": f"{CUSTOM_GROUP}/{version}", "metadata": {}, "items": rendered}
 
 
@@ -59,7 +72,7 @@ class ExternalValue:
 def external_metric_value_list(items: Sequence[ExternalValue]) -> dict[str, Any]:
     return {"kind": "ExternalMetricValueList", "apiVersion": f"{EXTERNAL_GROUP}/v1beta1", "metadata": {},
             "items": [{"metricName": i.metric, "metricLabels": i.labels, "timestamp": rfc3339(i.timestamp),
-                       "value": format_quantity(i.value)} for i in items]}
+                       "value": _quantity(i.value)} for i in items]}
 
 
 def api_resource_list(group: str, version: str, resources: Sequence[tuple[str, bool]]) -> dict[str, Any]:

@@ -91,7 +91,15 @@ class Catalogue:
 def build_catalogue(config: RulesConfig, series_by_query: Mapping[str, Iterable[Mapping[str, str]]]) -> Catalogue:
     """``series_by_query`` maps each of ``config.series_queries()`` to the label sets ``/api/v1/series``
     returned for it; a query missing from it yields nothing."""
-    shapes = {query: distinct_shapes(series_by_query.get(query, ())) for query in config.series_queries()}
+    return build_catalogue_from_shapes(
+        config, {query: distinct_shapes(series_by_query.get(query, ())) for query in config.series_queries()})
+
+
+def build_catalogue_from_shapes(config: RulesConfig, shapes_by_query: Mapping[str, frozenset[SeriesShape]],
+                                ) -> Catalogue:
+    """``build_catalogue`` from series already reduced to shapes (``distinct_shapes``, or the Prometheus client's
+    ``series_shapes``); a query missing from it yields nothing."""
+    shapes = {query: shapes_by_query.get(query, frozenset()) for query in config.series_queries()}
     custom: dict[tuple[GroupResource, str], dict[Binding, None]] = {}
     for rule in config.rules:
         for name, labels in _ordered(shapes[rule.series_query]):

@@ -36,11 +36,14 @@ def render_custom(
     if binding.namespace_label is not None and namespace is None:
         raise QueryError(f"{binding.group_resource} are namespaced: the request must name a namespace")
     matchers = list(metric_matchers)
-    values = {label: regex_values(names) if names is not None else ".+"}
+    # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
+    wants_values = "LabelValuesByName" in binding.rule.metrics_query.fields
+    values = {label: regex_values(names) if names is not None else ".+"} if wants_values else {}
     try:
         if binding.namespace_label is not None and namespace is not None:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
-            values[binding.namespace_label] = regex_values([namespace])
+            if wants_values:
+                values[binding.namespace_label] = regex_values([namespace])
         matchers.append(one_of(label, names) if names is not None else matcher(label, "!=", ""))
     except PromQLError as exc:
         raise QueryError(str(exc)) from None

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from adapter.promql import quote, regex_literal
-from adapter.rules.shape import check_query
+from adapter.promql import quote, regex_alternation
+from adapter.rules.shape import check_rendered
 from adapter.rules.template import FieldKind, Template, Value
 
 QUERY_TEMPLATE_FIELDS: Mapping[str, FieldKind] = {
@@ -41,10 +41,10 @@ class QueryArgs:
 def render_query(template: Template, args: QueryArgs) -> str:
     """Render and check that the result is PromQL (``QueryError`` otherwise)."""
     query = template.render(args.template_data())
-    check_query(query)
+    check_rendered(query)
     return query
 
 
 def regex_values(values: Iterable[str]) -> str:
     """Values as a literal-matching regex alternation, escaped to sit inside a PromQL double-quoted string."""
-    return quote("|".join(regex_literal(v) for v in sorted(set(values))))[1:-1]
+    return quote(regex_alternation(values))[1:-1]
