@@ -33,7 +33,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -41,7 +40,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -51,7 +49,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from exporter_scrape import machine_line, pct  # noqa: E402
+from exporter_scrape import exit_on_sigterm, machine_line, pct, write_results  # noqa: E402
 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
@@ -750,10 +748,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
+    exit_on_sigterm()
     # `python -m adapter` in the subprocesses then runs this checkout (or --adapter-from), not an installed copy.
     os.chdir(args.adapter_from or ROOT)
     header = [machine_line(), GOALS,
@@ -787,9 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     report(args, res)
     print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
     if args.json:
-        doc = {"machine": header[0], "goals": GOALS, "args": {k: str(v) for k, v in vars(args).items()},
-               "results": res}
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        write_results(args.json, header[0], GOALS, args, res)
     return 0
 
 

@@ -22,18 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
@@ -44,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from adapter_load import RawClient, counter  # noqa: E402
-from exporter_scrape import machine_line, pct  # noqa: E402
+from exporter_scrape import exit_on_sigterm, machine_line, pct, write_results  # noqa: E402
 
 from adapter.rules import gpu_presets  # noqa: E402
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
@@ -308,10 +305,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
+    exit_on_sigterm()
     os.chdir(args.adapter_from or ROOT)  # `python -m adapter` runs this checkout, not an installed copy
     series = args.gpus * args.fields
     header = [machine_line(), GOALS,
@@ -352,9 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     report(res)
     print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
     if args.json:
-        doc = {"machine": header[0], "goals": GOALS, "args": {k: str(v) for k, v in vars(args).items()},
-               "results": res}
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        write_results(args.json, header[0], GOALS, args, res)
     return 0
 
 

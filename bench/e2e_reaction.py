@@ -30,13 +30,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from exporter_scrape import machine_line  # noqa: E402
+from exporter_scrape import exit_on_sigterm, machine_line, write_results  # noqa: E402
 
 from loadtest.profile import parse_duration  # noqa: E402
 
@@ -167,10 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def on_term(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_term)
+    exit_on_sigterm()
     header = [machine_line(), GOALS]
     if args.summary:
         header.append(f"summaries: {', '.join(map(str, args.summary))}")
@@ -204,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         report(rows)
     print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
     if args.json:
-        doc = {"machine": header[0], "goals": GOALS, "args": {k: str(v) for k, v in vars(args).items()},
-               "results": rows}
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        write_results(args.json, header[0], GOALS, args, rows)
     return 0
 
 

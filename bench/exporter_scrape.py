@@ -378,13 +378,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def exit_on_sigterm() -> None:
+    """SIGTERM ends the run through SystemExit, so ``finally`` blocks stop every process the benchmark started."""
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_term)
+
+
+def write_results(path: Path, machine: str, goals: str, args: argparse.Namespace, results: object) -> None:
+    doc = {"machine": machine, "goals": goals, "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    exit_on_sigterm()
     header = [machine_line(), GOALS,
               f"scrapes={args.scrapes} warmup={args.warmup} interval={args.interval_ms}ms idle={args.idle_s:g}s"]
     print("\n".join(header), flush=True)
