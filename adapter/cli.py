@@ -171,11 +171,6 @@ def serve(
     rules = RulesSource.load(config, interval_s=reload_interval)
     if bool(tls_cert_file) != bool(tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
-    if tls_cert_file and tls_private_key_file:
-        cert, key = tls_cert_file, tls_private_key_file
-    else:
-        cert, key = self_signed(cert_dir, ["localhost", "127.0.0.1", "::1"])
-        log.info("serving with a self-signed certificate from %s", cert_dir)
     client = PrometheusClient(prom)
     metrics = AdapterMetrics()
     cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
@@ -208,6 +203,11 @@ def serve(
         kube = resolver
         metrics.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})
         state.on_shutdown.append(kube.close)
+    if tls_cert_file and tls_private_key_file:
+        cert, key = tls_cert_file, tls_private_key_file
+    else:  # only once every other setting has been accepted: a refused start writes nothing
+        cert, key = self_signed(cert_dir, ["localhost", "127.0.0.1", "::1"])
+        log.info("serving with a self-signed certificate from %s", cert_dir)
     ctx = server_context(cert, key, None, request_client_certs=auth is not None)
     if auth is not None:
         auth.attach_tls(ctx)

@@ -9,9 +9,9 @@ import time
 from collections.abc import Awaitable, Callable
 
 from adapter.background import BackgroundTask
-from adapter.prometheus import PrometheusClient, PrometheusError, SeriesShape
+from adapter.prometheus import PrometheusClient, PrometheusError
 from adapter.rules import Catalogue, RulesConfig
-from adapter.rules.catalogue import build_catalogue_from_shapes, distinct_shapes
+from adapter.rules.catalogue import build_catalogue_from_shapes
 
 log = logging.getLogger("adapter.discovery")
 
@@ -66,7 +66,7 @@ class Discovery:
         end = time.time()
         queries = config.series_queries()
         try:
-            results = [await self._shapes(q, end - self.max_age_s, end) for q in queries]
+            results = [await self._client.series_shapes([q], end - self.max_age_s, end) for q in queries]
         except PrometheusError as exc:
             self.failures_total += 1
             self.last_error = str(exc)
@@ -80,14 +80,6 @@ class Discovery:
         log.info("discovered %d custom and %d external metrics in %.3fs", len(catalogue.custom_metrics()),
                  len(catalogue.external_metrics()), self.last_duration_s)
         return True
-
-    async def _shapes(self, query: str, start: float, end: float) -> frozenset[SeriesShape]:
-        """The distinct shapes of the series ``query`` selects: reduced while decoding when the client can (the
-        real one), else from the label sets (simple test doubles)."""
-        shapes = getattr(self._client, "series_shapes", None)
-        if shapes is not None:
-            return await shapes([query], start, end)
-        return distinct_shapes(await self._client.series([query], start, end))
 
     def start(self) -> None:
         self._task.start(self._run)

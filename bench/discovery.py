@@ -29,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from exporter_scrape import exit_on_sigterm, machine_line, pct, write_results  #
 
 from adapter.rules import gpu_presets  # noqa: E402
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
+from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
 from tests.support.prometheus import PrometheusServer  # noqa: E402
 
 GOALS = "goals: relist <= 2 s and adapter RSS <= 150 MB with 100,000 GPU series"
@@ -78,32 +78,6 @@ def exposition(gpus: int, fields: int, namespaces: int) -> bytes:
                 f'Hostname="gpu-node-{node}",DCGM_FI_DRIVER_VERSION="550.54.15",container="server",namespace="{ns}",'
                 f'pod="infer-{g // 4}-{g % 4}",service="dcgm-exporter"}} {rng.randint(0, 100)}')
     return ("\n".join(out) + "\n").encode()
-
-
-class BytesEndpoint:
-    """A loopback ``/metrics`` serving one pre-encoded body (tests.support's MetricsEndpoint encodes its text on
-    every scrape, 25 MB here)."""
-
-    def __init__(self, body: bytes) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.address = f"127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def rss_of(pid: int) -> dict[str, float]:
@@ -316,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="bench-discovery-"))
     body = exposition(args.gpus, args.fields, args.namespaces)
-    endpoint = BytesEndpoint(body)
+    endpoint = MetricsEndpoint(body)
     prom: PrometheusServer | None = None
     try:
         interval = f"{args.scrape_interval}s"

@@ -223,3 +223,14 @@ def test_startup_fails_clearly_without_the_front_proxy_configmap(tmp_path: Path)
     error = out.stderr.strip().splitlines()[-1]
     assert error.startswith("gpu-adapter: error: configmap kube-system/extension-apiserver-authentication")
     assert "extension-apiserver-authentication-reader" in error and "Traceback" not in out.stderr
+
+
+def test_debug_explain_is_behind_the_same_auth(cluster: Cluster) -> None:
+    path = f"/debug/explain{C2}/namespaces/ml/pods/infer-0/{METRIC}"
+    with cluster.client() as client:
+        assert client.get(path).status_code == 401
+    denied = cluster.as_proxy(path, HPA, HPA_GROUPS)
+    assert denied.status_code == 403
+    assert denied.json()["message"].startswith(f'forbidden: User "{HPA}" cannot get path "/debug/explain')
+    allowed = cluster.as_proxy(path, "system:kube-aggregator", ("system:masters",))
+    assert allowed.status_code == 200 and allowed.json()

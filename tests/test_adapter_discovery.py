@@ -8,6 +8,7 @@ from typing import Any
 from adapter.discovery import Discovery
 from adapter.prometheus import PrometheusUnavailable
 from adapter.rules import gpu_presets
+from adapter.rules.catalogue import distinct_shapes
 
 
 class ScriptedPrometheus:
@@ -22,6 +23,10 @@ class ScriptedPrometheus:
         if isinstance(self.answer, Exception):
             raise self.answer
         return [s for s in self.answer if s["__name__"] in matchers[0]]
+
+    async def series_shapes(self, matchers: list[str], start: float, end: float) -> frozenset:
+        """What the real client's ``series_shapes`` returns for the same answer."""
+        return distinct_shapes(await self.series(matchers, start, end))
 
 
 def gpu_series(pod: str) -> dict[str, str]:

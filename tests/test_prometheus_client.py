@@ -38,6 +38,7 @@ from adapter.prometheus import (
     QueryFailed,
     Sample,
 )
+from adapter.rules.catalogue import distinct_shapes
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 
@@ -596,6 +597,22 @@ def test_real_prometheus_series_with_a_time_window(real_prometheus: PrometheusSe
     assert sorted(s["pod"] for s in recent) == PODS
     assert all(s["__name__"] == "gpu_util" and s["namespace"] == "ml" and s["job"] == "test" for s in recent)
     assert before == []
+
+
+def test_real_prometheus_series_shapes_match_the_label_sets(real_prometheus: PrometheusServer) -> None:
+    """Discovery's reduced-while-decoding answer equals reducing the full label sets."""
+    async def main() -> tuple[frozenset, list[dict[str, str]]]:
+        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
+        try:
+            now = time.time()
+            args = (['gpu_util{namespace="ml"}'], now - 120, now + 1)
+            return await client.series_shapes(*args), await client.series(*args)
+        finally:
+            await client.aclose()
+
+    shapes, label_sets = asyncio.run(main())
+    assert shapes == distinct_shapes(label_sets)
+    assert shapes == {("gpu_util", frozenset(label_sets[0]) - {"__name__"})}
 
 
 def test_errors_share_a_base_class() -> None:

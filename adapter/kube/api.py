@@ -124,13 +124,7 @@ def read_json(response: urllib3.BaseHTTPResponse, what: str) -> dict[str, Any]:
         raw = response.read()
     except (urllib3.exceptions.HTTPError, OSError) as exc:
         raise KubeTransportError(f"reading {what}: {_describe(exc)}") from None
-    try:
-        document = json.loads(raw)
-    except ValueError:
-        raise KubeTransportError(f"reading {what}: not JSON ({len(raw)} bytes)") from None
-    if not isinstance(document, dict):
-        raise KubeTransportError(f"reading {what}: expected a JSON object")
-    return document
+    return _document(raw, f"reading {what}")
 
 
 def json_lines(response: urllib3.BaseHTTPResponse, what: str) -> Iterator[dict[str, Any]]:
@@ -149,13 +143,14 @@ def json_lines(response: urllib3.BaseHTTPResponse, what: str) -> Iterator[dict[s
         raise KubeTransportError(f"{what}: stream ended in the middle of an event")
 
 
-def _document(line: bytes, what: str) -> dict[str, Any]:
+def _document(raw: bytes, what: str) -> dict[str, Any]:
+    """One JSON object (a whole answer, or one watch event)."""
     try:
-        document = json.loads(line)
+        document = json.loads(raw)
     except ValueError:
-        raise KubeTransportError(f"{what}: a line that is not JSON ({len(line)} bytes)") from None
+        raise KubeTransportError(f"{what}: not JSON ({len(raw)} bytes)") from None
     if not isinstance(document, dict):
-        raise KubeTransportError(f"{what}: an event that is not a JSON object")
+        raise KubeTransportError(f"{what}: expected a JSON object")
     return document
 
 

@@ -1,4 +1,4 @@
-"""A loopback /metrics endpoint whose exposition text a test sets, for Prometheus to scrape."""
+"""A loopback /metrics endpoint whose exposition a test (or a benchmark) sets, for Prometheus to scrape."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class MetricsEndpoint:
-    def __init__(self, text: str = "") -> None:
+    def __init__(self, text: str | bytes = "") -> None:
         self.text = text
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = endpoint.text.encode()
+                body = endpoint._body
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -24,9 +24,19 @@ class MetricsEndpoint:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
         self.address = f"127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    @property
+    def text(self) -> str:
+        return self._body.decode()
+
+    @text.setter
+    def text(self, value: str | bytes) -> None:
+        """Encoded once here, not on every scrape (benchmarks serve tens of megabytes)."""
+        self._body = value if isinstance(value, bytes) else value.encode()
 
     def stop(self) -> None:
         self._server.shutdown()
