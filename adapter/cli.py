@@ -9,6 +9,7 @@ import re
 import sys
 from typing import Annotated
 
+import httpx
 import typer
 
 import clikit
@@ -80,8 +81,12 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
         raise UsageError(f"--prometheus-verb {verb!r}: expected GET or POST")
     if bool(cert_file) != bool(key_file):
         raise UsageError("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file go together")
-    if not re.match(r"^https?://", url):
-        raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+        raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL with a host")
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
                             bearer_token_file=token_file, ca_file=ca_file, client_cert_file=cert_file,
                             client_key_file=key_file, headers=_headers(headers or []))

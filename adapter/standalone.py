@@ -117,11 +117,15 @@ class StandaloneObjects:
                 raise bad_request(f"labelSelector on {group_resource} needs those objects listed in {self.path} "
                                   "(no Kubernetes API in standalone mode)")
             return None
-        # An equality requirement (a Deployment's matchLabels) narrows the scan to the objects carrying that label.
-        key = next(((r.key, r.values[0]) for r in selector if r.operator in ("=", "==")), None)
-        if key is not None:
-            listed = self._index.get((group_resource, namespace, *key), ())
-        return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
+        # An equality requirement (a Deployment's matchLabels) narrows the scan to the objects of the namespace
+        # carrying that label value; only the other requirements are then left to check.
+        position = next((i for i, r in enumerate(selector) if r.operator in ("=", "==")), None)
+        if position is None:
+            return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
+        req = selector[position]
+        rest = selector[:position] + selector[position + 1:]
+        candidates = self._index.get((group_resource, namespace, req.key, req.values[0]), ())
+        return sorted(o.name for o in candidates if not rest or matches(rest, o.labels))
 
 
 def _label_index(objects: Mapping[GroupResource, tuple[_Object, ...]],

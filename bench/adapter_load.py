@@ -12,10 +12,15 @@ baseline measured in the same run (timings are never asserted):
 1. latency per kind at HPA-like concurrency (the HPA controller runs 5 syncs at a time by default): the adapter
    with ``--query-cache-ttl 0`` (coalescing only) and with the cache on, against the same client POSTing the
    exact PromQL the adapter renders (read from its ``/debug/explain``) to Prometheus' ``/api/v1/query``;
-   overhead = adapter - Prometheus at p50 and p99 (goal: p99 overhead <= 2 ms);
+   overhead = adapter - Prometheus at p50 and p99 (goal: p99 overhead <= 2 ms). A second baseline, ``relay``,
+   is the least any Python process in between can cost here: a minimal asyncio server (uvloop, the adapter's TLS
+   context) that forwards the same PromQL to Prometheus over a kept-alive connection, reads the answer without
+   decoding it and replies with the adapter's pre-encoded document;
 2. throughput of the request mix at ``--clients`` connections, against a bare uvicorn + FastAPI app with the
    adapter's TLS context and protocol class (``adapter.serving``) answering each path with the same JSON document
-   the adapter answered (serialised per request, as the adapter does) (goal: adapter >= 60 % of bare);
+   the adapter answered: ``bare`` serialises it per request with orjson (the adapter's encoder; the goal's
+   baseline: adapter >= 60 % of bare), ``bare_stdlib`` with FastAPI's default ``JSONResponse`` (the standard
+   library's json), ``bare_bytes`` sends it pre-encoded (the floor);
 3. ``--burst`` identical concurrent requests on warm connections: how many Prometheus queries they caused
    (the adapter's cache counters and Prometheus' own ``/api/v1/query`` request counter; goal: 1).
 
@@ -62,10 +67,12 @@ CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
 OBJECT_PATH = f"{CUSTOM}/namespaces/{NAMESPACE}/services/dcgm-exporter/DCGM_FI_DEV_GPU_UTIL_AVG"
 PODS_PATH = f"{CUSTOM}/namespaces/{NAMESPACE}/pods/*/DCGM_FI_DEV_GPU_UTIL"
 MIB = 1024 * 1024
-TARGETS = ("bare", "bare_bytes", "adapter_ttl0", "adapter_cache", "prometheus")
+TARGETS = ("bare_stdlib", "bare", "bare_bytes", "adapter_ttl0", "adapter_cache", "prometheus")
+BARE_MODES = {"bare_stdlib": "json", "bare": "orjson", "bare_bytes": "bytes"}
 
 BARE_SERVER = r"""
 import json, sys
+import orjson
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -85,10 +92,61 @@ async def answer(request: Request, rest: str):
     key = request.scope["path"] + "?" + request.scope["query_string"].decode()
     if mode == "bytes":  # the floor: nothing serialised per request
         return Response(ENCODED[key], media_type="application/json")
-    return JSONResponse(BODIES[key])
+    if mode == "orjson":  # the adapter's encoder
+        return Response(orjson.dumps(BODIES[key]), media_type="application/json")
+    return JSONResponse(BODIES[key])  # FastAPI's default: the standard library's json
 
 ctx = server_context(cert, key, None, request_client_certs=False)
 uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, ctx, log_config=None)).run()
+"""
+
+
+RELAY_SERVER = r"""
+import asyncio, json, sys
+import uvloop
+sys.path[:0] = ["bench", "."]
+from adapter_load import RawClient
+from adapter.serving import server_context
+
+cert, key, port, routes_file, prometheus = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+ROUTES = json.load(open(routes_file))  # "path?query" -> {"form": the Prometheus query form, "reply": JSON text}
+
+
+def reply(status, body):
+    return b"HTTP/1.1 %d OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+        status, len(body)) + body
+
+
+REPLIES = {k: reply(200, v["reply"].encode()) for k, v in ROUTES.items()}
+
+
+async def serve(reader, writer):
+    upstream = RawClient(prometheus, 1)  # one kept-alive connection to Prometheus per client connection
+    try:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            target = head.split(b" ", 2)[1].decode()
+            route = ROUTES.get(target)
+            if route is None:
+                writer.write(reply(200, b"ok"))
+                continue
+            status = await upstream.request("POST", "/api/v1/query", route["form"])
+            writer.write(REPLIES[target] if status == 200 else reply(503, b"{}"))
+    finally:
+        writer.close()
+        await upstream.aclose()
+
+
+async def main():
+    ctx = server_context(cert, key, None, request_client_certs=False)
+    server = await asyncio.start_server(serve, "127.0.0.1", port, ssl=ctx)
+    async with server:
+        await server.serve_forever()
+
+uvloop.run(main())
 """
 
 
@@ -453,27 +511,37 @@ def start_adapter(setup: Setup, name: str, cache_ttl: str) -> AdapterProcess:
     return adapter
 
 
-def start_bare(setup: Setup, bodies: dict[str, Any], mode: str) -> str:
-    """The bare endpoint: ``json`` serialises the document per request (FastAPI's JSONResponse), ``bytes`` sends
-    it pre-encoded."""
+def start_bare(setup: Setup, bodies: dict[str, Any], target: str) -> str:
+    """A bare endpoint (``BARE_MODES``): FastAPI answering each path with the adapter's document."""
     bodies_file = setup.workdir / "bodies.json"
     bodies_file.write_text(json.dumps(bodies))
+    return start_server(setup, target, BARE_SERVER, [str(bodies_file), BARE_MODES[target]])
+
+
+def start_relay(setup: Setup, bodies: dict[str, Any], forms: dict[str, dict[str, str]]) -> str:
+    """The relay baseline: each path's PromQL forwarded to Prometheus, the adapter's document sent back."""
+    routes_file = setup.workdir / "routes.json"
+    routes_file.write_text(json.dumps({url: {"form": forms[url], "reply": json.dumps(body, separators=(",", ":"))}
+                                       for url, body in bodies.items()}))
+    return start_server(setup, "relay", RELAY_SERVER, [str(routes_file), setup.prom.url])
+
+
+def start_server(setup: Setup, name: str, script: str, args: list[str]) -> str:
     port = free_port()
     cert_dir = setup.workdir / "certs"
-    proc = setup.bare[mode] = subprocess.Popen(
-        [sys.executable, "-c", BARE_SERVER, str(cert_dir / "apiserver.crt"), str(cert_dir / "apiserver.key"),
-         str(port), str(bodies_file), mode], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True)
+    proc = setup.bare[name] = subprocess.Popen(
+        [sys.executable, "-c", script, str(cert_dir / "apiserver.crt"), str(cert_dir / "apiserver.key"),
+         str(port), *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     url = f"https://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"bare server exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
+            raise RuntimeError(f"{name} server exited: {proc.stderr.read().decode()}")  # type: ignore[union-attr]
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(url + "/healthz", verify=False, timeout=1.0).status_code == 200:
                 return url
         time.sleep(0.1)
-    raise RuntimeError("bare server not ready")
+    raise RuntimeError(f"{name} server not ready")
 
 
 def wait_series(prom: PrometheusServer, expected: int, timeout_s: float = 60.0) -> None:
@@ -559,6 +627,7 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
     adapter_calls = {k.name: Call(k.name, "GET", k.url) for k in all_kinds}
     prom_calls = {k.name: Call(k.name, "POST", "/api/v1/query", {"query": promql[k.name], "timeout": server_timeout})
                   for k in all_kinds}
+    relay_url = start_relay(setup, bodies, {k.url: prom_calls[k.name].form or {} for k in all_kinds})
 
     # 1. latency per kind: Prometheus direct, adapter without reuse, adapter with the cache.
     lat_rows: list[dict[str, Any]] = []
@@ -566,33 +635,33 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
         for kind in all_kinds:
             row: dict[str, Any] = {"kind": kind.name, "clients": clients}
             for target, base, calls in (("prometheus", setup.prom.url, prom_calls),
+                                        ("relay", relay_url, adapter_calls),
                                         ("adapter_ttl0", adapters["ttl0"].url, adapter_calls),
                                         ("adapter_cache", adapters["cache"].url, adapter_calls)):
                 run = await run_load(args.client, base, [calls[kind.name]], clients, args.warmup_s, args.latency_s,
                                      target)
                 row[target] = summarize(run)
-            for target in ("adapter_ttl0", "adapter_cache"):
+            for target in ("relay", "adapter_ttl0", "adapter_cache"):
                 a, p = row[target], row["prometheus"]
                 if "p50_ms" in a and "p50_ms" in p:
                     row[f"{target}_overhead_p50_ms"] = a["p50_ms"] - p["p50_ms"]
                     row[f"{target}_overhead_p99_ms"] = a["p99_ms"] - p["p99_ms"]
             lat_rows.append(row)
             print(f"... latency {kind.name} x{clients}: prometheus p99 {fmt(row['prometheus'].get('p99_ms'))} ms, "
+                  f"relay p99 {fmt(row['relay'].get('p99_ms'))} ms, "
                   f"adapter p99 {fmt(row['adapter_ttl0'].get('p99_ms'))} ms (ttl 0), "
                   f"{fmt(row['adapter_cache'].get('p99_ms'))} ms (cache)", flush=True)
     result["latency"] = lat_rows
 
     # 2. throughput of the mix: adapter (both ways), the same mix straight to Prometheus, the bare endpoint.
-    bare_url = start_bare(setup, bodies, "json")
-    bytes_url = start_bare(setup, bodies, "bytes")
-    procs_bare = {"bare": psutil.Process(setup.bare["json"].pid)}
+    bare_urls = {target: start_bare(setup, bodies, target) for target in BARE_MODES}
+    bare_url, procs_bare = bare_urls["bare"], {"bare": psutil.Process(setup.bare["bare"].pid)}
     seq_adapter = schedule(adapter_calls, weights)
     seq_prom = schedule(prom_calls, weights)
     thr: dict[str, Any] = {}
     profiles: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for target, base, seq, watched in () if "throughput" not in args.phases else (
-            ("bare", bare_url, seq_adapter, procs_bare),
-            ("bare_bytes", bytes_url, seq_adapter, {"bare": psutil.Process(setup.bare["bytes"].pid)}),
+            *((t, bare_urls[t], seq_adapter, {"bare": psutil.Process(setup.bare[t].pid)}) for t in BARE_MODES),
             ("adapter_ttl0", adapters["ttl0"].url, seq_adapter, procs),
             ("adapter_cache", adapters["cache"].url, seq_adapter,
              {"adapter": psutil.Process(adapters["cache"].proc.pid), "prometheus": prom_proc}),
@@ -606,9 +675,9 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
         if profiler is not None:
             profiles[target] = profiler.finish()
         print(f"... throughput {target} x{args.clients}: {run.rate:,.0f} requests/s", flush=True)
-    for target in ("bare_bytes", "adapter_ttl0", "adapter_cache") if thr else ():
-        thr[f"{target}_over_bare"] = thr[target]["rps"] / thr["bare"]["rps"] if thr["bare"]["rps"] else None
-        thr[f"{target}_over_bare_bytes"] = thr[target]["rps"] / thr["bare_bytes"]["rps"]
+    for target in ("bare_stdlib", "bare_bytes", "adapter_ttl0", "adapter_cache") if thr else ():
+        for base in ("bare", "bare_bytes", "bare_stdlib"):
+            thr[f"{target}_over_{base}"] = thr[target]["rps"] / thr[base]["rps"] if thr[base]["rps"] else None
     result["throughput"] = thr
     result["profiles"] = profiles
 
@@ -646,34 +715,36 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
 
     rows = []
     for r in res["latency"]:
-        p, a0, ac = r["prometheus"], r["adapter_ttl0"], r["adapter_cache"]
+        p, rl, a0, ac = r["prometheus"], r["relay"], r["adapter_ttl0"], r["adapter_cache"]
         rows.append([r["kind"], str(r["clients"]), fmt(p.get("p50_ms")), fmt(p.get("p99_ms")),
+                     fmt(rl.get("p50_ms")), fmt(rl.get("p99_ms")), fmt(r.get("relay_overhead_p99_ms"), "{:+.2f}"),
                      fmt(a0.get("p50_ms")), fmt(a0.get("p99_ms")),
                      fmt(r.get("adapter_ttl0_overhead_p50_ms"), "{:+.2f}"),
                      fmt(r.get("adapter_ttl0_overhead_p99_ms"), "{:+.2f}"),
                      fmt(ac.get("p50_ms")), fmt(ac.get("p99_ms")),
                      fmt(r.get("adapter_cache_overhead_p99_ms"), "{:+.2f}"),
-                     f"{p['n']}/{a0['n']}/{ac['n']}",
-                     str(sum(p["errors"].values()) + sum(a0["errors"].values()) + sum(ac["errors"].values()))])
-    table("latency per kind (ms): Prometheus /api/v1/query with the adapter's PromQL vs the adapter, same client",
-          ["kind", "clients", "prom p50", "prom p99", "ttl0 p50", "ttl0 p99", "+p50", "+p99",
-           "cache p50", "cache p99", "cache +p99", "n prom/ttl0/cache", "errors"], rows)
+                     f"{p['n']}/{rl['n']}/{a0['n']}/{ac['n']}",
+                     str(sum(sum(x["errors"].values()) for x in (p, rl, a0, ac)))])
+    table("latency per kind (ms): Prometheus /api/v1/query with the adapter's PromQL, the minimal relay and the "
+          "adapter, same client (+: over Prometheus)",
+          ["kind", "clients", "prom p50", "prom p99", "relay p50", "relay p99", "relay +p99", "ttl0 p50", "ttl0 p99",
+           "+p50", "+p99", "cache p50", "cache p99", "cache +p99", "n prom/relay/ttl0/cache", "errors"], rows)
 
     thr = res["throughput"]
     rows = []
     for target in TARGETS if thr else ():
         t = thr[target]
         cpu = ", ".join(f"{k} {v:.2f}" for k, v in t["cpu_ms_per_request"].items())
-        ratio, floor = thr.get(f"{target}_over_bare"), thr.get(f"{target}_over_bare_bytes")
+        ratios = [thr.get(f"{target}_over_{base}") for base in ("bare", "bare_bytes", "bare_stdlib")]
         rows.append([target, str(t["n"]), f"{t['rps']:,.0f}", fmt(t.get("p50_ms")), fmt(t.get("p99_ms")),
-                     fmt(ratio * 100 if ratio is not None else None, "{:.0f}%"),
-                     fmt(floor * 100 if floor is not None else None, "{:.0f}%"), cpu or "-",
+                     *(fmt(r * 100 if r is not None else None, "{:.0f}%") for r in ratios), cpu or "-",
                      str(sum(t["errors"].values()))])
     table(f"throughput, mix {args.mix} at {args.clients} connections, {args.duration_s:g}s window (bare: FastAPI "
-          "serialising the same document per request; bare_bytes: sending it pre-encoded; prometheus: the same "
-          "mix of PromQL sent directly)",
-          ["target", "n", "req/s", "p50 ms", "p99 ms", "vs bare", "vs bare_bytes", "CPU ms/request", "errors"],
-          rows)
+          "serialising the same document per request with orjson, the adapter's encoder; bare_stdlib: with "
+          "FastAPI's default JSONResponse; bare_bytes: sending it pre-encoded; prometheus: the same mix of PromQL "
+          "sent directly)",
+          ["target", "n", "req/s", "p50 ms", "p99 ms", "vs bare", "vs bare_bytes", "vs bare_stdlib",
+           "CPU ms/request", "errors"], rows)
     rows = []
     for k, row in res.get("per_kind", {}).items():
         b, a0, ac = row["bare"], row["adapter_ttl0"], row["adapter_cache"]

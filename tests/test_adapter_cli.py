@@ -33,6 +33,9 @@ def test_bad_rules_file_is_one_line_naming_file_rule_and_field(tmp_path: Path, r
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["serve", "--prometheus-url", "prometheus:9090"], "--prometheus-url 'prometheus:9090'"),
+    (["serve", "--prometheus-url", "http://"], "--prometheus-url 'http://': expected an http:// or https:// URL "
+     "with a host"),
+    (["serve", "--prometheus-url", "http://[::1"], "--prometheus-url 'http://[::1'"),
     (["serve", "--prometheus-url", "http://p:9090", "--metrics-relist-interval", "soon"], "--metrics-relist-interval"),
     (["serve", "--prometheus-url", "http://p:9090", "--metrics-relist-interval", "1m", "--metrics-max-age", "30s"],
      "--metrics-max-age"),

@@ -39,6 +39,7 @@ from adapter.prometheus import (
     Sample,
 )
 from adapter.rules.catalogue import distinct_shapes
+from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 
@@ -618,3 +619,51 @@ def test_real_prometheus_series_shapes_match_the_label_sets(real_prometheus: Pro
 def test_errors_share_a_base_class() -> None:
     assert issubclass(PrometheusUnavailable, PrometheusError)
     assert issubclass(QueryFailed, PrometheusError)
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+def test_proxy_from_the_environment_is_used(real_prometheus: PrometheusServer, variable: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """As httpx's client would: a cluster-wide HTTP_PROXY reaches Prometheus through the proxy."""
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxy = CountingProxy(real_prometheus.url)
+    monkeypatch.setenv(variable, proxy.url)
+
+    async def main() -> tuple[list[Sample], list[dict[str, str]]]:
+        client = PrometheusClient(PrometheusConfig(url="http://prometheus.invalid:9090"))
+        try:
+            now = time.time()
+            return await client.query(ALL_PODS), await client.series(['gpu_util{namespace="ml"}'], now - 120, now)
+        finally:
+            await client.aclose()
+
+    try:
+        samples, series = asyncio.run(main())
+    finally:
+        proxy.stop()
+    _check_all_pods(samples)
+    assert len(series) == 1500
+    assert proxy.paths == {"/api/v1/query": 1, "/api/v1/series": 1}
+
+
+def test_no_proxy_exempts_the_prometheus_host(real_prometheus: PrometheusServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    proxy = CountingProxy(real_prometheus.url)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
+
+    async def main() -> list[Sample]:
+        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
+        try:
+            return await client.query(ALL_PODS)
+        finally:
+            await client.aclose()
+
+    try:
+        _check_all_pods(asyncio.run(main()))
+    finally:
+        proxy.stop()
+    assert proxy.paths == {}

@@ -14,7 +14,13 @@ import pytest
 import uvicorn
 from cryptography import x509
 
-from adapter.serving import add_client_cas, server_context, uvicorn_config
+from adapter.serving import (
+    TLSExtensionH11Protocol,
+    TLSExtensionHttpToolsProtocol,
+    add_client_cas,
+    server_context,
+    uvicorn_config,
+)
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
 
@@ -32,11 +38,12 @@ async def echo_tls(scope, receive, send):  # type: ignore[no-untyped-def]
 
 
 class Served:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, protocol: type) -> None:
         cert, key = issue(SERVER_CA, "adapter", client=False, server_names=("127.0.0.1",)).write(tmp, "serving")
         self.ctx = server_context(cert, key, PROXY_CA.cert_pem, request_client_certs=True)
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, lifespan="off"))
+        self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, protocol=protocol,
+                                                    lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10
@@ -58,9 +65,9 @@ class Served:
         self.thread.join(10)
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    s = Served(tmp_path)
+@pytest.fixture(params=[TLSExtensionHttpToolsProtocol, TLSExtensionH11Protocol], ids=["httptools", "h11"])
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+    s = Served(tmp_path, request.param)
     yield s
     s.stop()
 

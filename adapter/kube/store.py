@@ -1,7 +1,9 @@
 """An in-memory index of object metadata (namespace, name, labels), fed by LIST results and watch events.
 
 Pure and thread-safe: the cache's thread writes, request handlers read. Objects are indexed by namespace so a
-request scans only its own namespace; label strings are interned because thousands of pods share a few labels.
+request scans only its own namespace, and by (namespace, label, value) so a selector with an equality requirement
+(a Deployment's matchLabels) examines only the objects carrying that value; label strings are interned because
+thousands of pods share a few labels.
 """
 
 from __future__ import annotations
@@ -38,10 +40,35 @@ def resource_version(obj: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
+_IndexKey = tuple[str, str, str]  # namespace, label key, label value
+_INDEXED = ("=", "==")
+
+
+def _index_add(index: dict[_IndexKey, set[str]], namespace: str, name: str, labels: Labels) -> None:
+    for key, value in labels.items():
+        bucket = index.get((namespace, key, value))
+        if bucket is None:
+            index[(namespace, key, value)] = {name}
+        else:
+            bucket.add(name)
+
+
+def _index_discard(index: dict[_IndexKey, set[str]], namespace: str, name: str, labels: Labels) -> None:
+    for key, value in labels.items():
+        bucket = index.get((namespace, key, value))
+        if bucket is not None:
+            bucket.discard(name)
+            if not bucket:
+                del index[(namespace, key, value)]
+
+
 class MetadataStore:
+    """Invariant, kept under ``_lock``: ``name in _index[(ns, k, v)]`` iff ``_by_namespace[ns][name].get(k) == v``."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_namespace: dict[str, dict[str, Labels]] = {}
+        self._index: dict[_IndexKey, set[str]] = {}
         self._count = 0
 
     def __len__(self) -> int:
@@ -55,9 +82,14 @@ class MetadataStore:
             if meta is not None:
                 namespace, name, labels = meta
                 fresh.setdefault(namespace, {})[name] = labels
+        index: dict[_IndexKey, set[str]] = {}
+        for namespace, objects_of_namespace in fresh.items():  # built after de-duplication: the last copy wins
+            for name, labels in objects_of_namespace.items():
+                _index_add(index, namespace, name, labels)
         count = sum(len(names) for names in fresh.values())
         with self._lock:
             self._by_namespace = fresh
+            self._index = index
             self._count = count
 
     def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
@@ -68,27 +100,45 @@ class MetadataStore:
         namespace, name, labels = meta
         with self._lock:
             names = self._by_namespace.get(namespace)
+            old = names.get(name) if names is not None else None
             if event_type == "DELETED":
-                if names is not None and names.pop(name, None) is not None:
+                if names is not None and old is not None:
+                    del names[name]
+                    _index_discard(self._index, namespace, name, old)  # the stored labels, not the event's
                     self._count -= 1
                     if not names:
                         del self._by_namespace[namespace]
                 return
             if names is None:
                 names = self._by_namespace[namespace] = {}
-            if name not in names:
+            if old is None:
                 self._count += 1
+                _index_add(self._index, namespace, name, labels)
+            elif old != labels:  # most updates leave the labels alone: touch only the pairs that changed
+                _index_discard(self._index, namespace, name,
+                               {k: v for k, v in old.items() if labels.get(k) != v})
+                _index_add(self._index, namespace, name, {k: v for k, v in labels.items() if old.get(k) != v})
             names[name] = labels
 
     def names(self, namespace: str | None, selector: tuple[Requirement, ...] = ()) -> list[str]:
         """Sorted names of the objects in ``namespace`` (``None``: cluster-scoped objects) that ``selector`` selects."""
+        namespace = namespace or _CLUSTER
+        position = next((i for i, req in enumerate(selector) if req.operator in _INDEXED), None)
         with self._lock:
-            objects = self._by_namespace.get(namespace or _CLUSTER)
+            objects = self._by_namespace.get(namespace)
             if not objects:
                 return []
             if not selector:
                 selected = list(objects)
-            else:
+            elif position is None:
                 selected = [name for name, labels in objects.items() if matches(selector, labels)]
+            else:
+                # The bucket holds exactly the objects the indexed requirement selects: check only the others.
+                req = selector[position]
+                candidates = self._index.get((namespace, req.key, req.values[0]), ())
+                rest = selector[:position] + selector[position + 1:]
+                selected = list(candidates)
+                if rest:
+                    selected = [name for name in selected if matches(rest, objects[name])]
         selected.sort()
         return selected

@@ -1,7 +1,8 @@
 """A loopback proxy in front of a real Prometheus that counts what the adapter asks.
 
 Instant queries (``/api/v1/query``) are counted per PromQL and can be held until ``release()``; the targets API
-can be made to fail, as it does behind a Thanos Querier that does not serve it.
+can be made to fail, as it does behind a Thanos Querier that does not serve it. It also works as a forward proxy
+(HTTP_PROXY): a request in absolute form goes to the same upstream, whatever host it names.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class CountingProxy:
                 self._forward(self.rfile.read(int(self.headers.get("Content-Length", 0))))
 
             def _forward(self, body: bytes) -> None:
-                path = urlsplit(self.path).path
+                target = urlsplit(self.path)
+                path = target.path
                 with proxy._lock:
                     proxy.paths[path] += 1
                 if path == "/api/v1/targets" and targets_status is not None:
@@ -48,7 +50,8 @@ class CountingProxy:
                         proxy.queries[form.get("query", [""])[0]] += 1
                     proxy._gate.wait(timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
-                reply = client.request(self.command, self.path, content=body or None, headers=headers)
+                upstream_path = path + (f"?{target.query}" if target.query else "")
+                reply = client.request(self.command, upstream_path, content=body or None, headers=headers)
                 self._reply(reply.status_code, reply.content)
 
             def _reply(self, status: int, content: bytes) -> None:
