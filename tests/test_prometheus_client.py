@@ -571,15 +571,19 @@ def _check_all_pods(samples: list[Sample]) -> None:
     assert all(s.labels["namespace"] == "ml" and s.labels["__name__"] == "gpu_util" for s in samples)
 
 
-def test_real_prometheus_post_query_for_1500_pods(real_prometheus: PrometheusServer) -> None:
+def _query_all_pods(url: str) -> list[Sample]:
     async def main() -> list[Sample]:
-        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
+        client = PrometheusClient(PrometheusConfig(url=url))
         try:
             return await client.query(ALL_PODS)
         finally:
             await client.aclose()
 
-    _check_all_pods(asyncio.run(main()))
+    return asyncio.run(main())
+
+
+def test_real_prometheus_post_query_for_1500_pods(real_prometheus: PrometheusServer) -> None:
+    _check_all_pods(_query_all_pods(real_prometheus.url))
 
 
 def test_real_prometheus_series_with_a_time_window(real_prometheus: PrometheusServer) -> None:
@@ -621,12 +625,20 @@ def test_errors_share_a_base_class() -> None:
     assert issubclass(QueryFailed, PrometheusError)
 
 
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The proxy variables unset, whatever the machine running the tests has; returns ``monkeypatch`` to set some."""
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
 def test_proxy_from_the_environment_is_used(real_prometheus: PrometheusServer, variable: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            no_proxy_env: pytest.MonkeyPatch) -> None:
     """As httpx's client would: a cluster-wide HTTP_PROXY reaches Prometheus through the proxy."""
-    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch = no_proxy_env
     proxy = CountingProxy(real_prometheus.url)
     monkeypatch.setenv(variable, proxy.url)
 
@@ -648,22 +660,13 @@ def test_proxy_from_the_environment_is_used(real_prometheus: PrometheusServer, v
 
 
 def test_no_proxy_exempts_the_prometheus_host(real_prometheus: PrometheusServer,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
+                                              no_proxy_env: pytest.MonkeyPatch) -> None:
     proxy = CountingProxy(real_prometheus.url)
-    monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    monkeypatch.setenv("NO_PROXY", "example.com,127.0.0.1")
-
-    async def main() -> list[Sample]:
-        client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
-        try:
-            return await client.query(ALL_PODS)
-        finally:
-            await client.aclose()
+    no_proxy_env.setenv("HTTP_PROXY", proxy.url)
+    no_proxy_env.setenv("NO_PROXY", "example.com,127.0.0.1")
 
     try:
-        _check_all_pods(asyncio.run(main()))
+        _check_all_pods(_query_all_pods(real_prometheus.url))
     finally:
         proxy.stop()
     assert proxy.paths == {}
