@@ -2,10 +2,10 @@
 
 Stock uvicorn does not expose the peer certificate to ASGI apps (spec §4.8). We request (not require) a client
 certificate at the TLS layer and add the ASGI TLS extension — ``scope["extensions"]["tls"]`` with
-``client_cert_chain`` as PEM strings — from the connection's SSL object, by giving uvicorn an h11 protocol
-subclass (httptools' parser, uvicorn's fastest; h11 remains for tests and as a fallback). The app reads only the
-standard extension, so any server that implements it would do. uvicorn runs on uvloop when it is installed
-(a dependency): the event loop's own cost per request is a visible part of a cache hit.
+``client_cert_chain`` as PEM strings — from the connection's SSL object, by giving uvicorn a subclass of its
+httptools protocol (its fastest parser). The app reads only the standard extension, so any server that implements
+it would do. uvicorn picks uvloop, a dependency, for the event loop: the loop's own cost per request is a visible
+part of a cache hit.
 
 Python's ssl module has no "request but do not verify" mode: a certificate that is presented must chain to a
 loaded CA, so a client presenting a certificate from another CA is refused at the handshake (Go would fall
@@ -18,7 +18,6 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 ASGIApp = Callable[..., Any]
@@ -65,33 +64,22 @@ class _WithTLSExtension:
         await self.app(scope, receive, send)
 
 
-class _AddsTLSExtension:
-    """Mixed into a uvicorn HTTP protocol: the ASGI TLS extension for every request on a TLS connection."""
+class TLSExtensionHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, plus the ASGI TLS extension for every request on a TLS connection."""
 
-    app: ASGIApp
-
-    def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)  # type: ignore[misc]
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
         # asyncio calls connection_made after the handshake, so the peer certificate is known here.
         tls = _tls_scope(transport.get_extra_info("ssl_object"))
         if tls is not None:
             self.app = _WithTLSExtension(self.app, tls)
 
 
-class TLSExtensionHttpToolsProtocol(_AddsTLSExtension, HttpToolsProtocol):
-    """uvicorn's httptools protocol with the TLS extension (the default)."""
-
-
-class TLSExtensionH11Protocol(_AddsTLSExtension, H11Protocol):
-    """uvicorn's pure-Python h11 protocol with the TLS extension."""
-
-
-def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext, *,
-                   protocol: type = TLSExtensionHttpToolsProtocol, **kwargs: Any) -> Any:
-    """A uvicorn Config serving ``app`` over ``ctx`` with a TLS extension protocol."""
+def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext, **kwargs: Any) -> Any:
+    """A uvicorn Config serving ``app`` over ``ctx`` with the TLS extension protocol."""
     import uvicorn
 
     settings: dict[str, Any] = {"log_level": "warning", "access_log": False, "lifespan": "on"}
     settings.update(kwargs)
-    return uvicorn.Config(app, host=host, port=port, http=protocol,
+    return uvicorn.Config(app, host=host, port=port, http=TLSExtensionHttpToolsProtocol,
                           ssl_context_factory=lambda _config, _default: ctx, **settings)

@@ -196,3 +196,19 @@ def test_headers_cannot_authenticate_without_a_certificate(raw: list[tuple[str, 
         assert status == 200, raw
     else:
         assert status == 401, raw
+
+
+def test_head_is_answered_like_get_and_other_methods_get_a_status() -> None:
+    """The metric APIs are plain Starlette routes: HEAD like GET without a body, POST a 405 Status (no 500)."""
+    path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/infer-0/{METRIC}"
+
+    async def go() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(transport=CLIENT._transport, base_url="http://adapter") as client:
+            return await client.get(path), await client.head(path), await client.post(path)
+
+    got, head, post = asyncio.run(go())
+    assert got.status_code == 200 and got.json()["items"][0]["describedObject"]["name"] == "infer-0"
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(got.content))
+    assert post.status_code == 405
+    assert post.json()["kind"] == "Status" and post.json()["code"] == 405

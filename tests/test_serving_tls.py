@@ -14,13 +14,7 @@ import pytest
 import uvicorn
 from cryptography import x509
 
-from adapter.serving import (
-    TLSExtensionH11Protocol,
-    TLSExtensionHttpToolsProtocol,
-    add_client_cas,
-    server_context,
-    uvicorn_config,
-)
+from adapter.serving import add_client_cas, server_context, uvicorn_config
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
 
@@ -38,12 +32,11 @@ async def echo_tls(scope, receive, send):  # type: ignore[no-untyped-def]
 
 
 class Served:
-    def __init__(self, tmp: Path, protocol: type) -> None:
+    def __init__(self, tmp: Path) -> None:
         cert, key = issue(SERVER_CA, "adapter", client=False, server_names=("127.0.0.1",)).write(tmp, "serving")
         self.ctx = server_context(cert, key, PROXY_CA.cert_pem, request_client_certs=True)
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, protocol=protocol,
-                                                    lifespan="off"))
+        self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 10
@@ -65,9 +58,9 @@ class Served:
         self.thread.join(10)
 
 
-@pytest.fixture(params=[TLSExtensionHttpToolsProtocol, TLSExtensionH11Protocol], ids=["httptools", "h11"])
-def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
-    s = Served(tmp_path, request.param)
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    s = Served(tmp_path)
     yield s
     s.stop()
 
