@@ -54,7 +54,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from exporter_scrape import exit_on_sigterm, machine_line, pct, write_results  # noqa: E402
+from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: E402
 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
@@ -851,9 +851,7 @@ def main(argv: list[str] | None = None) -> int:
             endpoint.stop()
             shutil.rmtree(workdir, ignore_errors=True)
     report(args, res)
-    print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
-    if args.json:
-        write_results(args.json, header[0], GOALS, args, res)
+    finish(args, header[0], GOALS, res, t0)
     return 0
 
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from adapter_load import RawClient, counter  # noqa: E402
-from exporter_scrape import exit_on_sigterm, machine_line, pct, write_results  # noqa: E402
+from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: E402
 
 from adapter.rules import gpu_presets  # noqa: E402
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
@@ -318,9 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         endpoint.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     report(res)
-    print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
-    if args.json:
-        write_results(args.json, header[0], GOALS, args, res)
+    finish(args, header[0], GOALS, res, t0)
     return 0
 
 

@@ -35,7 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-from exporter_scrape import exit_on_sigterm, machine_line, write_results  # noqa: E402
+from exporter_scrape import exit_on_sigterm, finish, machine_line  # noqa: E402
 
 from loadtest.profile import parse_duration  # noqa: E402
 
@@ -198,9 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     if rows:
         report(rows)
-    print(f"\n{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
-    if args.json:
-        write_results(args.json, header[0], GOALS, args, rows)
+    finish(args, header[0], GOALS, rows, t0)
     return 0
 
 

@@ -374,8 +374,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-s", type=float, default=10.0, help="idle window for CPU per collection")
     p.add_argument("--loop-budget-s", type=float, default=6.0,
                    help="wall-time cap per timed loop (warmup included); a loop stops early when reached")
+    p.add_argument("--quick", action="store_true", help="500 scrapes, a 3 s idle window (about 15 s in all)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the results here")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.scrapes, args.warmup, args.idle_s = 500, 50, 3.0
+    return args
 
 
 def exit_on_sigterm() -> None:
@@ -387,9 +391,13 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, on_term)
 
 
-def write_results(path: Path, machine: str, goals: str, args: argparse.Namespace, results: object) -> None:
-    doc = {"machine": machine, "goals": goals, "args": {k: str(v) for k, v in vars(args).items()}, "results": results}
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+def finish(args: argparse.Namespace, machine: str, goals: str, results: object, started: float) -> None:
+    """The end of every benchmark: the goals and the wall time, and the results as JSON when ``--json`` asked."""
+    print(f"\n{goals}\ntotal {time.monotonic() - started:.1f}s")
+    if args.json:
+        doc = {"machine": machine, "goals": goals, "args": {k: str(v) for k, v in vars(args).items()},
+               "results": results}
+        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -415,10 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     print_report(results)
     for note in notes(results):
         print("note:", note)
-    print(f"{GOALS}\ntotal {time.monotonic() - t0:.1f}s")
-    if args.json:
-        report = {"machine": header[0], "goals": GOALS, "args": vars(args), "results": results}
-        args.json.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    finish(args, header[0], GOALS, results, t0)
     return 0
 
 

@@ -37,6 +37,7 @@ from adapter.prometheus import (
     PrometheusUnavailable,
     QueryFailed,
     Sample,
+    env_proxy,
 )
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.counting_proxy import CountingProxy
@@ -670,3 +671,21 @@ def test_no_proxy_exempts_the_prometheus_host(real_prometheus: PrometheusServer,
     finally:
         proxy.stop()
     assert proxy.paths == {}
+
+
+@pytest.mark.parametrize(("env", "url", "expected"), [
+    ({"HTTPS_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
+    ({"https_proxy": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
+    ({"HTTPS_PROXY": "http://p:3128"}, "http://prometheus.monitoring:9090", None),  # scheme decides
+    ({"HTTP_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", None),
+    ({"ALL_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
+    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": ".monitoring"}, "https://prometheus.monitoring:9090", None),
+    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "*"}, "https://prometheus.monitoring:9090", None),
+    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "other.svc"}, "https://prometheus.monitoring:9090",
+     "http://p:3128"),
+])
+def test_env_proxy_picks_by_scheme_and_honours_no_proxy(no_proxy_env: pytest.MonkeyPatch, env: dict[str, str],
+                                                        url: str, expected: str | None) -> None:
+    for name, value in env.items():
+        no_proxy_env.setenv(name, value)
+    assert env_proxy(httpx.URL(url)) == expected
