@@ -104,7 +104,8 @@ def serve(
     tls_private_key_file: Annotated[str | None, typer.Option("--tls-private-key-file")] = None,
     metrics_relist_interval: Annotated[str, typer.Option("--metrics-relist-interval")] = "1m",
     metrics_max_age: Annotated[str | None, typer.Option(
-        "--metrics-max-age", help="Look-back for series discovery; default: the relist interval.")] = None,
+        "--metrics-max-age", help="Look-back for series discovery (at least the relist interval); default: the "
+        "relist interval plus the longest scrape interval Prometheus reports (1m when it reports none).")] = None,
     prometheus_verb: Verb = "POST",
     prometheus_timeout: Timeout = "5s",
     prometheus_token_file: TokenFile = None,
@@ -170,8 +171,8 @@ def serve(
                              prometheus_ca_file, prometheus_client_tls_cert_file, prometheus_client_tls_key_file,
                              prometheus_header)
     relist = parse_duration(metrics_relist_interval, "--metrics-relist-interval")
-    max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else relist
-    if max_age < relist:
+    max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else None
+    if max_age is not None and max_age < relist:
         raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
     rules = RulesSource.load(config, interval_s=reload_interval)
     if bool(tls_cert_file) != bool(tls_private_key_file):
@@ -180,7 +181,7 @@ def serve(
     metrics = AdapterMetrics()
     cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
     discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
-    discovery.after_relist(cache.refresh_freshness)
+    discovery.after_relist(lambda: cache.refresh_freshness(discovery.scrape_intervals))
     rules.on_change(lambda _: discovery.request_relist())
     api_client = load_api_client(kubeconfig)
     resolver = _resolver(api_client, standalone_objects)

@@ -1,4 +1,11 @@
-"""Relist series every --metrics-relist-interval and swap in a new catalogue; a failed relist keeps the old one."""
+"""Relist series every --metrics-relist-interval and swap in a new catalogue; a failed relist keeps the old one.
+
+The look-back window of each relist, unless --metrics-max-age fixes it, is the relist interval plus the longest
+scrape interval among Prometheus' active targets (re-read every relist). A window of only the relist interval, as
+prometheus-adapter defaults to, misses a series whose newest sample is older than that: always when the scrape
+interval is longer than the relist interval, and for a moment every scrape when they are equal (the sample of
+the scrape in progress is not stored yet and the previous one has just left the window), so metrics come and go.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,9 @@ from adapter.rules.catalogue import build_catalogue_from_shapes
 
 log = logging.getLogger("adapter.discovery")
 
+# Prometheus' own default scrape_interval: assumed when the active targets do not say (none, or no targets API).
+DEFAULT_SCRAPE_INTERVAL_S = 60.0
+
 
 class Discovery:
     def __init__(self, client: PrometheusClient, config: Callable[[], RulesConfig], *, interval_s: float = 60.0,
@@ -22,7 +32,8 @@ class Discovery:
         self._client = client
         self._config = config
         self.interval_s = interval_s
-        self.max_age_s = max_age_s if max_age_s is not None else interval_s
+        self.max_age_s = max_age_s  # None: the relist interval plus the longest scrape interval
+        self.scrape_intervals: list[float] = []  # distinct, smallest first, as read at the last relist
         self.catalogue: Catalogue | None = None
         self.last_success: float | None = None
         self.last_error: str | None = None
@@ -39,6 +50,14 @@ class Discovery:
     def request_relist(self) -> None:
         """Relist now rather than at the next interval (the rules changed); runs after a relist in progress."""
         self._wake.set()
+
+    @property
+    def look_back_s(self) -> float:
+        """The window of the next relist's series queries, ending at the time of the query."""
+        if self.max_age_s is not None:
+            return self.max_age_s
+        longest = self.scrape_intervals[-1] if self.scrape_intervals else DEFAULT_SCRAPE_INTERVAL_S
+        return self.interval_s + longest
 
     @property
     def ready(self) -> bool:
@@ -62,11 +81,13 @@ class Discovery:
         for about 0.4 s more per relist (bench/discovery.py, 2 cores).
         """
         started = time.perf_counter()
+        self.scrape_intervals = await self._read_scrape_intervals()
         config = self._config()
         end = time.time()
+        start = end - self.look_back_s
         queries = config.series_queries()
         try:
-            results = [await self._client.series_shapes([q], end - self.max_age_s, end) for q in queries]
+            results = [await self._client.series_shapes([q], start, end) for q in queries]
         except PrometheusError as exc:
             self.failures_total += 1
             self.last_error = str(exc)
@@ -77,9 +98,16 @@ class Discovery:
         self.last_success = time.time()
         self.last_error = None
         self.last_duration_s = time.perf_counter() - started
-        log.info("discovered %d custom and %d external metrics in %.3fs", len(catalogue.custom_metrics()),
-                 len(catalogue.external_metrics()), self.last_duration_s)
+        log.info("discovered %d custom and %d external metrics in %.3fs (series of the last %gs)",
+                 len(catalogue.custom_metrics()), len(catalogue.external_metrics()), self.last_duration_s, end - start)
         return True
+
+    async def _read_scrape_intervals(self) -> list[float]:
+        try:
+            return await self._client.scrape_intervals()
+        except PrometheusError as exc:
+            log.debug("cannot read scrape intervals: %s", exc)
+            return []
 
     def start(self) -> None:
         self._task.start(self._run)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from adapter.prometheus import PrometheusClient, PrometheusError, Sample
@@ -87,14 +87,16 @@ class QueryCache:
                 self._cache.clear()  # kept under the old, longer cap
         self.scrape_interval_s = seconds
 
-    async def refresh_freshness(self) -> None:
-        """Re-read the smallest scrape interval from Prometheus (run at each discovery relist)."""
+    async def refresh_freshness(self, intervals: Sequence[float] | None = None) -> None:
+        """Take the smallest of ``intervals`` (Prometheus' scrape intervals as discovery just read them, empty
+        when unknown) as the reuse cap; ``None`` reads them from Prometheus here."""
         if self.ttl_s == 0:
             return  # coalescing only: the interval would change nothing
-        try:
-            intervals = await self.client.scrape_intervals()
-        except PrometheusError as exc:
-            log.debug("cannot read scrape intervals: %s", exc)
-            intervals = []
-        self.set_scrape_interval(intervals[0] if intervals else None)
+        if intervals is None:
+            try:
+                intervals = await self.client.scrape_intervals()
+            except PrometheusError as exc:
+                log.debug("cannot read scrape intervals: %s", exc)
+                intervals = []
+        self.set_scrape_interval(min(intervals) if intervals else None)
 

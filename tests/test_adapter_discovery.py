@@ -1,14 +1,17 @@
-"""Discovery keeps the last good catalogue when a relist fails, and picks up new series when it succeeds."""
+"""Discovery keeps the last good catalogue when a relist fails, picks up new series when it succeeds, and looks back
+far enough that a series never drops out between two scrapes."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from adapter.discovery import Discovery
-from adapter.prometheus import PrometheusUnavailable
+from adapter.prometheus import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
 from adapter.rules import gpu_presets
 from adapter.rules.catalogue import distinct_shapes
+from tests.support.metrics_endpoint import MetricsEndpoint
 
 
 class ScriptedPrometheus:
@@ -16,7 +19,13 @@ class ScriptedPrometheus:
 
     def __init__(self) -> None:
         self.answer: Any = []
+        self.intervals: list[float] | PrometheusError = [15.0]
         self.calls: list[tuple[list[str], float, float]] = []
+
+    async def scrape_intervals(self) -> list[float]:
+        if isinstance(self.intervals, PrometheusError):
+            raise self.intervals
+        return self.intervals
 
     async def series(self, matchers: list[str], start: float, end: float) -> list[dict[str, str]]:
         self.calls.append((matchers, start, end))
@@ -59,3 +68,58 @@ def test_each_distinct_series_query_is_listed_once() -> None:
     asyncio.run(discovery.relist())
     queries = [call[0][0] for call in prom.calls]
     assert len(queries) == len(set(queries)) == len(gpu_presets().series_queries())
+
+
+def test_default_look_back_is_the_relist_interval_plus_the_longest_scrape_interval() -> None:
+    prom = ScriptedPrometheus()
+    discovery = Discovery(prom, gpu_presets, interval_s=10)  # type: ignore[arg-type]
+
+    def window() -> float:
+        asyncio.run(discovery.relist())
+        _, start, end = prom.calls[-1]
+        return round(end - start, 6)
+
+    prom.intervals = [5.0, 30.0]
+    assert window() == 40 and discovery.scrape_intervals == [5.0, 30.0]
+    prom.intervals = [15.0]  # re-read at every relist
+    assert window() == 25
+    prom.intervals = PrometheusUnavailable("no targets API")  # unknown: Prometheus' default scrape interval
+    assert window() == 70 and discovery.scrape_intervals == []
+    prom.intervals = []
+    assert window() == 70
+    fixed = Discovery(prom, gpu_presets, interval_s=10, max_age_s=12)  # type: ignore[arg-type]
+    prom.intervals = [30.0]
+    asyncio.run(fixed.relist())
+    _, start, end = prom.calls[-1]
+    assert round(end - start, 6) == 12  # --metrics-max-age is taken as given
+
+
+def test_a_series_scraped_less_often_than_the_relist_never_drops_out(prometheus_factory: Any) -> None:
+    """Real Prometheus scraping every 3 s, relists every 0.5 s for longer than a scrape interval: with the window
+    prometheus-adapter uses by default (the relist interval, here 1 s) the metric comes and goes; with ours it
+    stays."""
+    endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50\n')
+    try:
+        prom = prometheus_factory([endpoint.address], scrape_interval="3s", honor_labels=True)
+        prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 1)
+
+        async def found_per_relist(max_age_s: float | None) -> list[bool]:
+            client = PrometheusClient(PrometheusConfig(url=prom.url))
+            discovery = Discovery(client, gpu_presets, interval_s=1, max_age_s=max_age_s)
+            found = []
+            try:
+                for _ in range(8):
+                    assert await discovery.relist()
+                    assert discovery.catalogue is not None
+                    found.append(bool(discovery.catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods")))
+                    await asyncio.sleep(0.5)
+            finally:
+                await client.aclose()
+            return found
+
+        began = time.monotonic()
+        assert all(asyncio.run(found_per_relist(None)))
+        assert time.monotonic() - began > 3.5  # the relists spanned more than a scrape interval
+        assert not all(asyncio.run(found_per_relist(1.0)))
+    finally:
+        endpoint.stop()

@@ -358,10 +358,13 @@ def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheu
 def test_without_a_targets_api_nothing_is_reused_and_that_is_logged_once(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, targets_status=404)
-    adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s", "--metrics-relist-interval", "1s",
-                            "--metrics-max-age", "1m")  # the look-back must cover a 2 s scrape interval
+    # no --metrics-max-age: with the scrape interval unknown, the look-back is 1 s + Prometheus' default 1 m
+    adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s", "--metrics-relist-interval", "1s")
     try:
         eventually(lambda: proxy.paths["/api/v1/targets"] >= 3, what="three relists asking for targets")
+        # read once per relist (one series call each: both rules share their seriesQuery), for discovery and cache
+        relists = proxy.paths["/api/v1/series"]
+        assert relists <= proxy.paths["/api/v1/targets"] <= relists + 1
         assert value(scrape(adapter), "gpu_adapter_query_cache_ttl_seconds") == 0
         assert adapter.get(POD).status_code == 200
         assert adapter.get(POD).status_code == 200
