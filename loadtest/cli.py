@@ -4,7 +4,6 @@ a cluster), ``replica`` (one inference stand-in)."""
 from __future__ import annotations
 
 import asyncio
-import math
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -17,7 +16,7 @@ from rich.console import Console
 import clikit
 from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
-from loadtest.profile import Profile, ProfileError, parse_duration, parse_profile
+from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
 from loadtest.promrange import PromRangeError
 from loadtest.summary import Summary
 
@@ -106,20 +105,13 @@ def _profile_option(text: str, duration: str | None) -> Profile:
     """``--profile`` text; a bare rate (``50``) runs for ``--duration`` (default 60 s), and ``--duration``
     stretches or shrinks any other profile to that total length."""
     total = parse_duration(duration) if duration else None
+    if total is not None and total <= 0:
+        raise ProfileError("--duration must be longer than 0 s")
     if ":" not in text:
-        try:
-            rate = float(text)
-        except ValueError:
-            raise ProfileError(f"--profile {text!r}: expected DURATION:RATE,... or a bare rate") from None
-        if not math.isfinite(rate) or rate < 0:
-            raise ProfileError(f"--profile {text!r}: the rate must be a finite number >= 0")
-        return parse_profile(f"{total or 60:g}s:{rate:g}")
+        rate = parse_rate(text, f"--profile {text!r}", "expected DURATION:RATE,... or a bare rate")
+        return Profile((Segment(60.0 if total is None else total, rate, rate),))
     profile = parse_profile(text)
-    if total is not None:
-        if total <= 0:
-            raise ProfileError("--duration must be longer than 0 s")
-        profile = profile.scaled(time_factor=total / profile.duration)
-    return profile
+    return profile if total is None else profile.scaled(time_factor=total / profile.duration)
 
 
 @app.command()

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["Profile", "ProfileError", "Segment", "parse_duration", "parse_profile"]
+__all__ = ["Profile", "ProfileError", "Segment", "parse_duration", "parse_profile", "parse_rate"]
 
 
 class ProfileError(ValueError):
@@ -37,13 +37,14 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _parse_rate(text: str, entry: str) -> float:
+def parse_rate(text: str, where: str, expected: str = "requests per second") -> float:
+    """A rate in requests per second; errors start with ``where`` (the entry or option it came from)."""
     try:
         rate = float(text)
     except ValueError:
-        raise ProfileError(f"profile entry {entry!r}: bad rate {text!r} (requests per second)") from None
+        raise ProfileError(f"{where}: bad rate {text!r} ({expected})") from None
     if not math.isfinite(rate) or rate < 0:
-        raise ProfileError(f"profile entry {entry!r}: the rate must be a finite number >= 0")
+        raise ProfileError(f"{where}: the rate must be a finite number >= 0")
     return rate
 
 
@@ -176,7 +177,7 @@ def parse_profile(text: str) -> Profile:
         except ProfileError as exc:
             raise ProfileError(f"profile entry {entry!r}: {exc}") from None
         start_text, dots, end_text = rate_text.partition("..")
-        start = _parse_rate(start_text, entry)
-        end = _parse_rate(end_text, entry) if dots else start
+        start = parse_rate(start_text, f"profile entry {entry!r}")
+        end = parse_rate(end_text, f"profile entry {entry!r}") if dots else start
         segments.append(Segment(seconds, start, end))
     return Profile(tuple(segments))

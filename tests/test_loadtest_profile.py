@@ -85,3 +85,16 @@ def test_run_profile_option_takes_a_bare_rate_and_stretches_to_duration() -> Non
     assert _profile_option("30s:5,60s:50,30s:5", "60s").duration == pytest.approx(60)
     with pytest.raises(ProfileError, match="bare rate"):
         _profile_option("lots", None)
+    assert _profile_option("12.3456789", None).peak_rate == 12.3456789  # kept exactly, not printed and re-read
+
+
+@pytest.mark.parametrize(("text", "duration", "message"), [
+    ("50", "0s", "--duration must be longer than 0 s"),  # not silently the 60 s default
+    ("30s:5", "0s", "--duration must be longer than 0 s"),
+    ("-3", None, "--profile '-3': the rate must be a finite number >= 0"),
+    ("nan", None, "--profile 'nan': the rate must be a finite number >= 0"),
+])
+def test_run_profile_option_errors_name_the_option(text: str, duration: str | None, message: str) -> None:
+    with pytest.raises(ProfileError) as caught:
+        _profile_option(text, duration)
+    assert str(caught.value) == message
