@@ -38,7 +38,7 @@ from loadtest.profile import Profile, parse_profile
 from loadtest.stack import MetricsStack, StackConfig
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
-from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
+from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
 __all__ = ["DEFAULT_SETTINGS", "QUICK_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
            "run_demo", "with_overrides"]
@@ -238,7 +238,7 @@ class _Demo:
 
     def _record(self, second: int) -> None:
         """What was observed at the end of ``second``; feeds the timeline and the live view."""
-        if second in self.state or self.deployment is None or second >= self.settings.profile.duration:
+        if second in self.state or self.deployment is None or not self.loadgen.has_row(second):
             return
         hpa_seen = self.hpa.history[-1].metric if self.hpa and self.hpa.history else None
         util = self.deployment.mean_utilisation()
@@ -250,7 +250,7 @@ class _Demo:
         totals = self.loadgen.totals()
         profile = self.settings.profile
         self.progress.update(Snapshot(
-            t=second + 1, duration=profile.duration, phase=profile.phase_at(second),
+            t=second + 1, duration=profile.duration, phase=phase_of(profile, second),
             target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
             dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)),
             gpu_util=util, hpa_metric=hpa_seen, metric_target=self.settings.target,

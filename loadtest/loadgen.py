@@ -90,6 +90,11 @@ class LoadGenerator:
             self.seconds.append(SecondStats())
         return self.seconds[index]
 
+    def has_row(self, index: int) -> bool:
+        """Whether second ``index`` has a timeline row: it lies in the profile, or requests sent during the profile
+        finished in it (a drain second; its bucket exists once the first of them finished)."""
+        return index < self.profile.duration or index < len(self.seconds)
+
     def elapsed(self) -> float:
         if self.started_at is None:
             return 0.0

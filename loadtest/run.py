@@ -17,7 +17,7 @@ from loadtest.profile import Profile
 from loadtest.promrange import per_second
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
-from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
+from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
 __all__ = ["LoadRun", "RunOptions", "RunOutputs", "RunResult", "run_load"]
 
@@ -94,7 +94,7 @@ class LoadRun:
         self.reading = reading
 
     def _record(self, second: int) -> None:
-        if second in self.state or second >= self.options.profile.duration:
+        if second in self.state or not self.loadgen.has_row(second):
             return
         reading = self.reading
         hpa = reading.hpa if reading else None
@@ -108,7 +108,7 @@ class LoadRun:
         profile = self.options.profile
         shown = hpa.metric if hpa and hpa.metric is not None else (reading.metric if reading else None)
         self.progress.update(Snapshot(
-            t=second + 1, duration=profile.duration, phase=profile.phase_at(second),
+            t=second + 1, duration=profile.duration, phase=phase_of(profile, second),
             target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
             dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), hpa_metric=shown,
             metric_target=hpa.target if hpa else None, current=hpa.current_replicas if hpa else None,

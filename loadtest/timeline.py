@@ -12,7 +12,7 @@ from typing import Any
 from loadtest.loadgen import SecondStats
 from loadtest.profile import Profile
 
-__all__ = ["SyncRecord", "TimelineRow", "build_rows", "write_csv"]
+__all__ = ["SyncRecord", "TimelineRow", "build_rows", "phase_of", "write_csv"]
 
 
 @dataclass
@@ -76,6 +76,11 @@ def write_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
             writer.writerow([_csv_value(getattr(row, name)) for name in names])
 
 
+def phase_of(profile: Profile, second: int) -> str:
+    """The row's phase: the profile's, or ``drain`` after it while sent requests still finish."""
+    return profile.phase_at(second) if second < profile.duration else "drain"
+
+
 def build_rows(profile: Profile, seconds: Sequence[SecondStats],
                state: Mapping[int, Mapping[str, Any]]) -> list[TimelineRow]:
     """One row per second of ``profile``, then ``drain`` rows while requests sent during it still finished: the
@@ -87,7 +92,7 @@ def build_rows(profile: Profile, seconds: Sequence[SecondStats],
         load = seconds[k] if k < len(seconds) else SecondStats()
         during = k < in_profile
         rows.append(TimelineRow(
-            t=float(k), phase=profile.phase_at(k) if during else "drain",
+            t=float(k), phase=phase_of(profile, k),
             target_rps=round(profile.rate_at(min(k + 0.5, profile.duration)), 3) if during else 0.0,
             sent=load.sent, ok=load.ok, errors=load.errors, dropped=load.dropped,
             p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), latencies_s=list(load.latencies), **state.get(k, {})))

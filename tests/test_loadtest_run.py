@@ -3,7 +3,9 @@ API, polling a custom-metrics path on the real adapter and range data from a rea
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import io
 import json
 import subprocess
 import sys
@@ -14,8 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from rich.console import Console
 
+from loadtest.kube import ClusterReading
+from loadtest.live import Progress
+from loadtest.loadgen import Arrivals
+from loadtest.profile import parse_profile
 from loadtest.replica import READY_PREFIX
+from loadtest.run import RunOptions, RunOutputs, run_load
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
@@ -153,10 +161,50 @@ def test_run_polls_a_custom_metric_and_prometheus_range_data(replica_url: str, t
         endpoint.stop()
     rows = read_csv(tmp_path / "t.csv")
     assert len(rows) >= 3
-    # (40 + 80) / 2, as the adapter served it over HTTPS, at every poll (the 1 s relist never loses the series)
+    # (40 + 80) / 2, as the adapter served it over HTTPS, in every row (a drain second included)
     assert {r["metric_value"] for r in rows} == {"60"}, err
     assert {r["prom_value"] for r in rows} == {"60"}
     assert all(r["desired_replicas"] == "" for r in rows)  # no --hpa: nothing invented
+
+
+class SteadyMetric:
+    """A cluster watcher whose custom metric always reads 60."""
+
+    def poll(self) -> ClusterReading:
+        return ClusterReading(metric=60.0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_drain_seconds_carry_what_was_observed_in_them() -> None:
+    """Requests sent in the profile's only second are answered in the next: that drain row (in the CSV and the
+    plot) still holds the metric read while it lasted, not a gap."""
+
+    async def scenario() -> list[Any]:
+        async def answer_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            await asyncio.sleep(max(began + 1.3 - loop.time(), 0.0))  # past the 1 s profile
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            await writer.drain()
+            writer.close()
+
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        server = await asyncio.start_server(answer_late, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        options = RunOptions(url=f"http://127.0.0.1:{port}/infer", profile=parse_profile("1s:4"),
+                             arrivals=Arrivals.UNIFORM, watch_interval_s=0.1)
+        try:
+            result = await run_load(options, SteadyMetric(), RunOutputs(),  # type: ignore[arg-type]
+                                    Progress(Console(file=io.StringIO())))
+        finally:
+            server.close()
+        return result.rows
+
+    rows = asyncio.run(scenario())
+    assert [(r.phase, r.sent, r.ok) for r in rows] == [("hold", 4, 0), ("drain", 0, 4)]
+    assert [r.metric_value for r in rows] == [60.0, 60.0]
 
 
 @pytest.mark.parametrize(("args", "message"), [
