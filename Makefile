@@ -1,37 +1,62 @@
 # make demo: the closed-loop GPU autoscaling demo on this machine. make test: the whole test suite.
-# Both install what they need on a fresh Debian machine.
+# Both set up what they need on a fresh Debian machine, inside this checkout: a virtual environment in .venv
+# (the Python that runs make is only used to create it, never installed into) and helm/kubectl in .tools/bin;
+# Debian's prometheus package is installed system-wide when missing (root only).
 PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
 TOOLS_BIN := $(CURDIR)/.tools/bin
-export PATH := $(TOOLS_BIN):$(PATH)
-STAMP := .tools/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+export PATH := $(VENV)/bin:$(TOOLS_BIN):$(PATH)
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+# The lowest allowed version of every direct dependency (uv's lowest-direct resolution), for `make test-lowest`.
+LOWEST := $(CURDIR)/.venv-lowest
+# Left out of that run: tests of files and tools (chart, manifests, recording rules, image), not of dependencies,
+# and the minute-long demo (the adapter, exporter and Prometheus end-to-end tests stay in).
+LOWEST_SKIPS := --ignore=tests/test_demo.py --ignore=tests/test_image.py --ignore=tests/test_chart.py \
+	--ignore=tests/test_deploy_manifests.py --ignore=tests/test_prometheus_rules.py
+IMAGE ?= ghcr.io/gpu-autoscaler/gpu-autoscaler:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: install tools test demo lint bench clean
+.PHONY: install tools test test-lowest demo lint bench image clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@mkdir -p .tools && rm -f .tools/.installed-* && touch $@
+$(PY):
+	PYTHON=$(PYTHON) bash scripts/make-venv.sh $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
 
-tools:
-	bash scripts/install-tools.sh
+tools: install
+	PYTHON=$(PY) bash scripts/install-tools.sh
 
 test: install tools
-	$(PYTHON) -m ruff check .
-	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The suite's unit tests and one adapter and one exporter end-to-end test, with every direct dependency at the
+# lowest version pyproject.toml allows: the floors are versions the code works with.
+test-lowest: install tools
+	PYTHON=$(PY) bash scripts/lowest-venv.sh $(LOWEST)
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider $(LOWEST_SKIPS) $(PYTEST_ARGS)
 
 # The closed loop on this machine: Prometheus, exporter, adapter, inference replicas and an HPA loop.
 demo: install tools
-	$(PYTHON) -m loadtest demo $(DEMO_ARGS)
+	$(PY) -m loadtest demo $(DEMO_ARGS)
 
 lint: install
-	$(PYTHON) -m ruff check .
+	$(PY) -m ruff check .
 
 bench: install tools
-	$(PYTHON) bench/exporter_scrape.py
-	$(PYTHON) bench/adapter_load.py
-	$(PYTHON) bench/discovery.py
-	$(PYTHON) bench/e2e_reaction.py --runs 4
+	$(PY) bench/exporter_scrape.py
+	$(PY) bench/adapter_load.py
+	$(PY) bench/discovery.py
+	$(PY) bench/e2e_reaction.py --runs 4
+
+# The container image, built here with buildah (chroot isolation) from a Debian bookworm base made with
+# mmdebstrap; IMAGE=name:tag to name it.
+image:
+	bash scripts/build-image.sh $(IMAGE)
 
 clean:
-	rm -rf .tools build *.egg-info .pytest_cache .ruff_cache
+	rm -rf .venv .venv-lowest .tools build *.egg-info .pytest_cache .ruff_cache

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 import clikit
+from clikit.extras import MissingExtra, require_extra
 from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
@@ -134,6 +135,7 @@ def demo(
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
+    require_extra("gpu-loadtest demo (its plot, --plot)", "loadtest", "matplotlib")
     from loadtest.demo import DEFAULT_SETTINGS, QUICK_SETTINGS, DemoOutputs, run_demo, with_overrides
     from loadtest.live import Progress
 
@@ -190,6 +192,10 @@ def run(
                                                               "(prom_value).")] = None,
 ) -> None:
     """Open-loop load against URL; per-second CSV, plot and summary; optionally watch an HPA and a metric."""
+    if plot is not None:
+        require_extra("--plot", "loadtest", "matplotlib")
+    if query is not None:
+        require_extra("--query", "loadtest", "prometheus_api_client", "requests")
     from loadtest.kube import ClusterWatcher, api_client
     from loadtest.live import Progress
     from loadtest.run import RunOptions, RunOutputs, run_load
@@ -237,4 +243,5 @@ def replica(
 
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
-    clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed))
+    clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed,
+                                              MissingExtra))

@@ -32,7 +32,6 @@ from loadtest.kubelet import PodResourcesServer
 from loadtest.live import Progress, Snapshot
 from loadtest.loadgen import Arrivals, LoadGenerator
 from loadtest.metrics_api import CustomMetricsClient
-from loadtest.plot import plot_timeline
 from loadtest.processes import ChildProcesses
 from loadtest.profile import Profile, parse_profile
 from loadtest.stack import MetricsStack, StackConfig
@@ -319,6 +318,8 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
     if outputs.csv is not None and rows:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
+        from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
+
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
                       load_drop_at=settings.profile.load_drop_at,
                       title=f"gpu-loadtest demo: HPA on {settings.metric} (Pods, target {settings.target:g}), "

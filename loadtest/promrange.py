@@ -5,9 +5,6 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
-from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
-from requests import RequestException
-
 __all__ = ["PromRangeError", "per_second"]
 
 
@@ -18,6 +15,9 @@ class PromRangeError(RuntimeError):
 def per_second(url: str, query: str, start: float, seconds: int) -> tuple[dict[int, float], int]:
     """``query`` over ``[start, start + seconds]`` (unix time) at a 1 s step: the value for each second offset
     (the mean when the query returns several series) and how many series it returned."""
+    from prometheus_api_client import PrometheusApiClientException, PrometheusConnect  # the loadtest extra
+    from requests import RequestException
+
     prom = PrometheusConnect(url=url, disable_ssl=not url.startswith("https"))
     try:
         result = prom.custom_query_range(query, start_time=datetime.fromtimestamp(start, UTC),

@@ -12,7 +12,6 @@ from typing import Any
 from loadtest.kube import ClusterReading, ClusterWatcher
 from loadtest.live import Progress, Snapshot
 from loadtest.loadgen import Arrivals, LoadGenerator
-from loadtest.plot import plot_timeline
 from loadtest.profile import Profile
 from loadtest.promrange import per_second
 from loadtest.statefiles import atomic_write_json
@@ -184,6 +183,8 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
     if outputs.csv is not None:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
+        from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
+
         plot_timeline(rows, run.syncs, outputs.plot, title=f"gpu-loadtest run: {options.url}",
                       metric_label=options.metric_label, load_step_at=profile.load_step_at,
                       load_drop_at=profile.load_drop_at)

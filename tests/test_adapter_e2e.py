@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -15,6 +14,7 @@ import pytest
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.tools import require_tool
 
 GPUS = [  # gpu, node, namespace, pod, util, power, fb_used
     ("0", "node-a", "ml", "infer-0", "50", "100.5", "1000"),
@@ -250,9 +250,7 @@ def test_health_and_openapi(stack: tuple) -> None:
 
 def test_kubectl_get_raw_against_the_adapter(stack: tuple) -> None:
     adapter, _, tmp = stack
-    kubectl = str(Path(__file__).parents[1] / ".tools/bin/kubectl")
-    if not os.path.exists(kubectl):
-        pytest.fail("kubectl missing: run scripts/install-tools.sh (make test does)")
+    kubectl = require_tool("kubectl")
     kubeconfig = tmp / "kubeconfig"
     kubeconfig.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "adapter",

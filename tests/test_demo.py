@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +16,12 @@ import psutil
 import pytest
 
 from loadtest.processes import MARKER_ENV
+from tests.support.tools import require_tool
 
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None,
-                                reason="needs the prometheus binary (scripts/install-tools.sh)")
+
+@pytest.fixture(autouse=True)
+def _prometheus_installed() -> None:
+    require_tool("prometheus")
 
 
 def marked_processes(run_id: str) -> list[psutil.Process]:

@@ -21,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from adapter.rules import load_rules
 from adapter.rules.presets import gpu_presets
 from tests.support.k8s_validation import REPO, find, kustomize, load_files, one, run, validate_all
+from tests.support.tools import require_tool
 
 APISERVICE = REPO / "apiservice"
 EXAMPLES = REPO / "hpa-examples"
@@ -34,8 +35,7 @@ def _copy_apiservice(tmp_path: Path) -> Path:
 
 
 def _gen_certs(overlay: Path) -> Path:
-    if not shutil.which("openssl"):
-        pytest.skip("openssl is not installed (gen-certs.sh needs it)")
+    require_tool("openssl")  # gen-certs.sh needs it
     run(["bash", str(overlay / "gen-certs.sh")])
     return overlay / "certs"
 

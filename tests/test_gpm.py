@@ -48,7 +48,7 @@ def hopper(gpu: FakeGpu) -> None:
     gpu.gpm_counters = dict.fromkeys(BUSY, 0.0)
 
 
-def setup(fake: FakeNvml, interval_s: float = 1.0) -> tuple[Collector, NvmlBackend, Clock]:
+def start_backend(fake: FakeNvml, interval_s: float = 1.0) -> tuple[Collector, NvmlBackend, Clock]:
     clock = Clock()
     fake.clock = clock
     backend = NvmlBackend(pynvml, gpm_min_gap_s=interval_s, clock=clock)
@@ -76,7 +76,7 @@ def test_pick_baseline() -> None:
 
 def test_every_profiling_field_from_one_sample_pair(fake_nvml: FakeNvml) -> None:
     hopper(fake_nvml.gpus[0])
-    collector, backend, clock = setup(fake_nvml)
+    collector, backend, clock = start_backend(fake_nvml)
     try:
         rows = scrape(collector)
         # one sample is no pair: no value yet, and not "unsupported" either
@@ -105,7 +105,7 @@ def test_pairs_are_at_least_one_interval_apart(fake_nvml: FakeNvml) -> None:
     gpu = fake_nvml.gpus[0]
     hopper(gpu)
     util = M.NVML_GPM_METRIC_GRAPHICS_UTIL
-    collector, backend, clock = setup(fake_nvml, interval_s=1.0)
+    collector, backend, clock = start_backend(fake_nvml, interval_s=1.0)
     try:
         scrape(collector)  # t=0
         run(gpu, clock, 0.5, {util: 20.0})
@@ -124,7 +124,7 @@ def test_nan_and_per_metric_errors(fake_nvml: FakeNvml) -> None:
     gpu = fake_nvml.gpus[0]
     hopper(gpu)
     del gpu.gpm_counters[M.NVML_GPM_METRIC_FP64_UTIL]  # this GPU lacks one metric
-    collector, backend, clock = setup(fake_nvml)
+    collector, backend, clock = start_backend(fake_nvml)
     try:
         scrape(collector)
         gpu.gpm_counters[M.NVML_GPM_METRIC_DRAM_BW_UTIL] = math.nan
@@ -148,7 +148,7 @@ def test_nan_and_per_metric_errors(fake_nvml: FakeNvml) -> None:
 def test_a_failing_metrics_call_skips_one_collection(fake_nvml: FakeNvml) -> None:
     gpu = fake_nvml.gpus[0]
     hopper(gpu)
-    collector, backend, clock = setup(fake_nvml)
+    collector, backend, clock = start_backend(fake_nvml)
     try:
         scrape(collector)
         run(gpu, clock, 1.0, BUSY)
@@ -171,7 +171,7 @@ def test_per_mig_instance_with_gpu_level_pcie_copied(fake_nvml: FakeNvml) -> Non
     small = gpu.add_mig("1g.10gb", gpu_instance_id=5, index=2)
     for mig in (big, small):
         mig.gpm_counters = dict.fromkeys(BUSY, 0.0)
-    collector, backend, clock = setup(fake_nvml)
+    collector, backend, clock = start_backend(fake_nvml)
     try:
         scrape(collector)
         run(gpu, clock, 1.0, {M.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 2.0, M.NVML_GPM_METRIC_GRAPHICS_UTIL: 99.0})
@@ -193,7 +193,7 @@ def test_samples_of_a_vanished_instance_are_reused_and_all_freed_on_close(fake_n
     hopper(gpu)
     mig = gpu.add_mig("1g.10gb", gpu_instance_id=5, index=0)
     mig.gpm_counters = dict.fromkeys(BUSY, 0.0)
-    collector, backend, clock = setup(fake_nvml)
+    collector, backend, clock = start_backend(fake_nvml)
     try:
         scrape(collector)
         assert fake_nvml.calls["nvmlGpmSampleAlloc"] == 2  # the instance's and the parent's (for PCIe)

@@ -22,7 +22,7 @@ from adapter.rules import (
     render_custom,
     result_object_name,
 )
-from tests.test_rules_engine import assert_promql, matchers_of, needs_promtool, selectors
+from tests.test_rules_engine import assert_promql, matchers_of, selectors
 
 PER_POD_IN_RULE_ORDER = (
     "DCGM_FI_DEV_GPU_UTIL",
@@ -200,7 +200,6 @@ def _util_series(honor_labels: bool) -> dict[str, float]:
     }
 
 
-@needs_promtool
 @pytest.mark.parametrize("honor_labels", [True, False])
 def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path, honor_labels: bool) -> None:
     catalogue = catalogue_for(dcgm_series(honor_labels=honor_labels))
@@ -218,7 +217,6 @@ def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path,
         assert_promql(tmp_path, _util_series(honor_labels), first, [])
 
 
-@needs_promtool
 @pytest.mark.parametrize("honor_labels", [True, False])
 def test_service_value_is_the_average_of_all_gpus_in_real_prometheus(tmp_path: Path, honor_labels: bool) -> None:
     [binding] = catalogue_for(dcgm_series(honor_labels=honor_labels)).lookup("DCGM_FI_DEV_GPU_UTIL_AVG", "service")
@@ -261,7 +259,6 @@ def test_shared_gpu_metrics_are_discovered_for_pods(honor_labels: bool) -> None:
         assert resource_labels == (["pod"] if honor_labels else ["pod", "exported_pod"])
 
 
-@needs_promtool
 @pytest.mark.parametrize("honor_labels", [True, False])
 @pytest.mark.parametrize("name", SHARED_GPU_METRICS)
 def test_shared_gpu_share_per_pod_in_real_prometheus(tmp_path: Path, honor_labels: bool, name: str) -> None:

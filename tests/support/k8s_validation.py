@@ -13,8 +13,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
-import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,11 +20,11 @@ from typing import Any
 
 import jsonschema
 import kubernetes_validate
-import pytest
 import yaml
 
+from tests.support.tools import require_tool
+
 REPO = Path(__file__).resolve().parents[2]
-TOOLS_BIN = REPO / ".tools" / "bin"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 KUBE_VERSIONS = ("1.29", "1.30", "1.31", "1.32", "1.33")
 
@@ -41,14 +39,8 @@ CERT_MANAGER_KINDS = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "
 
 
 def tool(name: str) -> str:
-    """Absolute path of helm/kubectl/promtool; skip the test (with the reason) when it is not installed."""
-    candidate = TOOLS_BIN / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    found = shutil.which(name)
-    if found:
-        return found
-    pytest.skip(f"{name} is not installed (run `bash scripts/install-tools.sh`; `make test` does)")
+    """Absolute path of helm/kubectl/promtool, by the suite's one missing-tool policy (tests/support/tools.py)."""
+    return require_tool(name)
 
 
 def run(args: list[str], cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ import pytest
 
 from loadtest import prometheus as _runtime
 from loadtest.prometheus import PrometheusError, Target, free_port
+from tests.support.tools import require_tool
 
 __all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "prometheus_factory"]
 
@@ -22,6 +23,7 @@ class PrometheusServer(_runtime.PrometheusServer):
     """:class:`loadtest.prometheus.PrometheusServer` with job ``test`` unless told otherwise."""
 
     def __init__(self, targets: Sequence[Target], **kw: Any) -> None:
+        require_tool(kw.get("binary", "prometheus"))
         kw.setdefault("job", "test")
         kw.setdefault("tmp_prefix", "prometheus-test-")
         super().__init__(targets, **kw)
