@@ -50,13 +50,15 @@ def parse_duration_or_zero(text: str, flag: str) -> float:
     return 0.0 if text.strip() == "0" else parse_duration(text, flag)
 
 
-def _headers(values: list[str]) -> dict[str, str]:
-    headers = {}
+def prometheus_headers(values: list[str]) -> list[tuple[str, str]]:
+    """``--prometheus-header`` as prometheus-adapter reads it (cmd/adapter/adapter.go, parseHeaderArgs): split at
+    the first ``=``; no ``=`` sends the header empty; a repeated name sends every value, in order."""
+    headers = []
     for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--prometheus-header {item!r}: expected key=value")
-        headers[key.strip()] = value
+        key, _, value = item.partition("=")
+        if not key.strip():
+            raise UsageError(f"--prometheus-header {item!r}: expected NAME=VALUE")
+        headers.append((key.strip(), value))
     return headers
 
 
@@ -89,7 +91,7 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
         raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL with a host")
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
                             bearer_token_file=token_file, ca_file=ca_file, client_cert_file=cert_file,
-                            client_key_file=key_file, headers=_headers(headers or []))
+                            client_key_file=key_file, headers=prometheus_headers(headers or []))
 
 
 @app.command()

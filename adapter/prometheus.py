@@ -63,7 +63,8 @@ class PrometheusConfig:
     client_cert_file: str | None = None
     client_key_file: str | None = None
     insecure_skip_verify: bool = False
-    headers: Mapping[str, str] = field(default_factory=dict)
+    # Sent with every request; a list of pairs may repeat a name (``--prometheus-header`` given twice).
+    headers: Mapping[str, str] | Sequence[tuple[str, str]] = field(default_factory=dict)
 
 
 # Queries and series lists ask for an uncompressed answer. Prometheus gzips every API answer whose client accepts it
@@ -126,7 +127,8 @@ class PrometheusClient:
         self._transport = transport or httpx.AsyncHTTPTransport(
             verify=_tls(config), proxy=env_proxy(httpx.URL(self._base)),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
-        self._headers = dict(config.headers)
+        pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
+        self._headers = [(name, value) for name, value in pairs]
         timeout = config.timeout_s
         self._timeouts = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
         self.queries_total = 0
@@ -215,11 +217,11 @@ class PrometheusClient:
 
     def _request(self, method: str, path: str, params: Mapping[str, Any],
                  extra_headers: Mapping[str, str] | None) -> httpx.Request:
-        headers = {**self._headers, **(extra_headers or {})}
+        headers = [*self._headers, *(extra_headers or {}).items()]
         if self._token:
-            headers["Authorization"] = f"Bearer {self._token.token()}"
+            headers.append(("Authorization", f"Bearer {self._token.token()}"))
         if method == "POST":
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
+            headers.append(("Content-Type", "application/x-www-form-urlencoded"))
             content = urllib.parse.urlencode(params, doseq=True).encode()
             return httpx.Request("POST", self._base + path, headers=headers, content=content,
                                  extensions=self._timeouts)

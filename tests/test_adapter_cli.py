@@ -40,7 +40,7 @@ def test_bad_rules_file_is_one_line_naming_file_rule_and_field(tmp_path: Path, r
     (["serve", "--prometheus-url", "http://p:9090", "--metrics-relist-interval", "1m", "--metrics-max-age", "30s"],
      "--metrics-max-age"),
     (["serve", "--prometheus-url", "http://p:9090", "--prometheus-verb", "PUT"], "--prometheus-verb"),
-    (["serve", "--prometheus-url", "http://p:9090", "--prometheus-header", "novalue"], "--prometheus-header"),
+    (["serve", "--prometheus-url", "http://p:9090", "--prometheus-header", "=value"], "--prometheus-header"),
     (["serve", "--no-such-flag"], "No such option: --no-such-flag"),
 ])
 def test_bad_flags_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:

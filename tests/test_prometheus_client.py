@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from adapter.cli import prometheus_headers
 from adapter.prometheus import (
     PrometheusClient,
     PrometheusConfig,
@@ -183,6 +184,36 @@ def test_extra_headers_are_sent_on_every_request() -> None:
     asyncio.run(main())
     assert len(recorder.requests) == 3
     assert [r.headers.get("x-scope-orgid") for r in recorder.requests] == ["tenant-a"] * 3
+
+
+# kubernetes-sigs/prometheus-adapter cmd/adapter/adapter_test.go, TestParseHeaderArgs: (args, headers).
+PARSE_HEADER_ARGS = [
+    ([], []),
+    (["foo=bar"], [("foo", "bar")]),
+    (["foo"], [("foo", "")]),
+    (["foo=bar", "foo=baz", "bux=baz=23"], [("foo", "bar"), ("foo", "baz"), ("bux", "baz=23")]),
+]
+
+
+@pytest.mark.parametrize(("args", "headers"), PARSE_HEADER_ARGS)
+def test_prometheus_header_flags_parse_as_upstream(args: list[str], headers: list[tuple[str, str]]) -> None:
+    assert prometheus_headers(args) == headers
+
+
+def test_a_repeated_prometheus_header_sends_every_value() -> None:
+    recorder = _Recorder()
+
+    async def main() -> None:
+        client = _client(recorder, method="GET", headers=prometheus_headers(["foo=bar", "foo=baz", "bux=baz=23"]))
+        try:
+            await client.query("up")
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    [request] = recorder.requests
+    assert request.headers.get_list("foo") == ["bar", "baz"]
+    assert request.headers.get_list("bux") == ["baz=23"]
 
 
 def test_series_sends_match_time_window_and_returns_label_sets() -> None:
