@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import re
+import ssl
 import sys
 from typing import Annotated
 
@@ -13,12 +14,14 @@ import httpx
 import typer
 
 import clikit
+from adapter import prometheus_auth
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
 from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
 from adapter.kube.config import KubeConfigError, load_api_client
 from adapter.kube.resolver import KubeResolver
 from adapter.logs import FORMATS, configure_logging
 from adapter.prometheus import PrometheusClient, PrometheusConfig
+from adapter.prometheus_auth import PrometheusCredentials
 from adapter.provider import ObjectResolver, StandaloneResolver
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
 from adapter.serving import server_context, uvicorn_config
@@ -75,10 +78,19 @@ CaFile = Annotated[str | None, typer.Option("--prometheus-ca-file")]
 CertFile = Annotated[str | None, typer.Option("--prometheus-client-tls-cert-file")]
 KeyFile = Annotated[str | None, typer.Option("--prometheus-client-tls-key-file")]
 Headers = Annotated[list[str] | None, typer.Option("--prometheus-header", help="Extra header key=value, repeatable.")]
+AuthConfig = Annotated[str | None, typer.Option("--prometheus-auth-config", help=(
+    "kubeconfig-format file whose current context's credentials (CA, client certificate, token or basic auth) are "
+    "used for Prometheus; ignored with --prometheus-ca-file, as upstream."))]
+AuthInCluster = Annotated[bool, typer.Option("--prometheus-auth-incluster", help=(
+    "Use the pod's service account token and cluster CA for Prometheus (e.g. behind kube-rbac-proxy)."))]
 
 
 def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None, ca_file: str | None,
-                      cert_file: str | None, key_file: str | None, headers: list[str] | None) -> PrometheusConfig:
+                      cert_file: str | None, key_file: str | None, headers: list[str] | None,
+                      auth_config: str | None = None, auth_incluster: bool = False) -> PrometheusConfig:
+    if auth_config and auth_incluster:
+        raise UsageError("--prometheus-auth-config and --prometheus-auth-incluster: may not use both in-cluster auth "
+                         "and an explicit kubeconfig at the same time")
     if verb.upper() not in ("GET", "POST"):
         raise UsageError(f"--prometheus-verb {verb!r}: expected GET or POST")
     if bool(cert_file) != bool(key_file):
@@ -89,9 +101,41 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
         parsed = None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
         raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL with a host")
+    extra = prometheus_headers(headers or [])
+    credentials = PrometheusCredentials()
+    if not ca_file and (auth_config or auth_incluster):  # upstream reads neither when a CA file is given
+        credentials = prometheus_auth.from_kubeconfig(auth_config) if auth_config else prometheus_auth.in_cluster()
+    source = "--prometheus-auth-config" if auth_config else "--prometheus-auth-incluster"
+    pair = (cert_file, key_file) if cert_file else (credentials.client_cert_file, credentials.client_key_file)
+    _check_tls_files(ca_file or credentials.ca_file, "--prometheus-ca-file" if ca_file else source,
+                     pair, "--prometheus-client-tls-cert-file" if cert_file else source)
+    if credentials.authorization and not token_file:
+        extra.append(("Authorization", credentials.authorization))
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
-                            bearer_token_file=token_file, ca_file=ca_file, client_cert_file=cert_file,
-                            client_key_file=key_file, headers=prometheus_headers(headers or []))
+                            bearer_token_file=token_file or credentials.bearer_token_file,
+                            ca_file=ca_file or credentials.ca_file,
+                            client_cert_file=cert_file or credentials.client_cert_file,
+                            client_key_file=key_file or credentials.client_key_file,
+                            insecure_skip_verify=credentials.insecure_skip_verify and not ca_file, headers=extra)
+
+
+def _check_tls_files(ca_file: str | None, ca_source: str, pair: tuple[str | None, str | None],
+                     pair_source: str) -> None:
+    """Load the CA bundle and client key pair once, so a bad file is a one-line usage error at start."""
+    try:
+        if ca_file:
+            ssl.create_default_context(cafile=ca_file)
+    except (ssl.SSLError, OSError) as exc:
+        raise UsageError(f"{ca_source} {ca_file}: not a readable PEM CA bundle ({_reason(exc)})") from None
+    try:
+        if pair[0]:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(pair[0], pair[1])
+    except (ssl.SSLError, OSError) as exc:
+        raise UsageError(f"{pair_source} {pair[0]}: not a readable PEM certificate and key ({_reason(exc)})") from None
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
 
 
 @app.command()
@@ -115,6 +159,8 @@ def serve(
     prometheus_client_tls_cert_file: CertFile = None,
     prometheus_client_tls_key_file: KeyFile = None,
     prometheus_header: Headers = None,
+    prometheus_auth_config: AuthConfig = None,
+    prometheus_auth_incluster: AuthInCluster = False,
     v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 2 access log, 4 debug, 6 every rendered "
                                    "PromQL.")] = 0,
     logging_format: Annotated[str, typer.Option("--logging-format", help="text or json.")] = "text",
@@ -171,7 +217,7 @@ def serve(
     reload_interval = parse_duration_or_zero(config_reload_interval, "--config-reload-interval")
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
                              prometheus_ca_file, prometheus_client_tls_cert_file, prometheus_client_tls_key_file,
-                             prometheus_header)
+                             prometheus_header, prometheus_auth_config, prometheus_auth_incluster)
     relist = parse_duration(metrics_relist_interval, "--metrics-relist-interval")
     max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else None
     if max_age is not None and max_age < relist:
@@ -253,6 +299,8 @@ def check(
     prometheus_token_file: TokenFile = None,
     prometheus_ca_file: CaFile = None,
     prometheus_header: Headers = None,
+    prometheus_auth_config: AuthConfig = None,
+    prometheus_auth_incluster: AuthInCluster = False,
 ) -> None:
     """For each rule, print the metrics and resources it yields from live Prometheus; flag rules matching nothing."""
     from rich.console import Console
@@ -260,7 +308,8 @@ def check(
     from adapter.discovery import Discovery
 
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
-                             prometheus_ca_file, None, None, prometheus_header)
+                             prometheus_ca_file, None, None, prometheus_header, prometheus_auth_config,
+                             prometheus_auth_incluster)
     rules = _rules(config)
     console = Console(highlight=False)
 
@@ -308,6 +357,8 @@ def explain(
     prometheus_token_file: TokenFile = None,
     prometheus_ca_file: CaFile = None,
     prometheus_header: Headers = None,
+    prometheus_auth_config: AuthConfig = None,
+    prometheus_auth_incluster: AuthInCluster = False,
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
         "Resolve labelSelector through this cluster's API (default: in-cluster config when in a pod)."))] = None,
     standalone_objects: Annotated[str | None, typer.Option("--standalone-objects")] = None,
@@ -324,7 +375,8 @@ def explain(
         raise UsageError(f"--output {output!r}: expected text or json")
     logging.getLogger("adapter").setLevel(logging.ERROR)  # a failure is reported once, as the error line
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
-                             prometheus_ca_file, None, None, prometheus_header)
+                             prometheus_ca_file, None, None, prometheus_header, prometheus_auth_config,
+                             prometheus_auth_incluster)
     in_path = query_selectors(path)
     selectors = (label_selector if label_selector is not None else in_path[0],
                  metric_label_selector if metric_label_selector is not None else in_path[1])

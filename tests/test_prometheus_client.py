@@ -7,6 +7,7 @@ an ssl-wrapped ``http.server`` on loopback; the last tests query a real Promethe
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 import ipaddress
 import json
@@ -30,7 +31,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from adapter.cli import prometheus_headers
+from adapter import prometheus_auth
+from adapter.cli import UsageError, prometheus_config, prometheus_headers
+from adapter.kube.config import KubeConfigError
 from adapter.prometheus import (
     PrometheusClient,
     PrometheusConfig,
@@ -477,6 +480,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> _Pki:
 
 class _TlsServer(ThreadingHTTPServer):
     peers: list[str | None]
+    authorizations: list[str | None]
 
 
 class _TlsHandler(BaseHTTPRequestHandler):
@@ -487,6 +491,7 @@ class _TlsHandler(BaseHTTPRequestHandler):
         peer = self.request.getpeercert()
         subject = dict(item for rdn in peer["subject"] for item in rdn) if peer else None
         self.server.peers.append(subject["commonName"] if subject else None)
+        self.server.authorizations.append(self.headers.get("Authorization"))
         body = json.dumps(VECTOR_OK).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -510,6 +515,7 @@ def tls_server(pki: _Pki) -> Iterator[_TlsServer]:
     context.verify_mode = ssl.CERT_OPTIONAL
     server = _TlsServer(("127.0.0.1", 0), _TlsHandler)
     server.peers = []
+    server.authorizations = []
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -521,6 +527,7 @@ def tls_server(pki: _Pki) -> Iterator[_TlsServer]:
 @pytest.fixture
 def tls_url(tls_server: _TlsServer) -> str:
     tls_server.peers.clear()
+    tls_server.authorizations.clear()
     return f"https://127.0.0.1:{tls_server.server_address[1]}"
 
 
@@ -720,3 +727,114 @@ def test_env_proxy_picks_by_scheme_and_honours_no_proxy(no_proxy_env: pytest.Mon
     for name, value in env.items():
         no_proxy_env.setenv(name, value)
     assert env_proxy(httpx.URL(url)) == expected
+
+
+# --- credentials as prometheus-adapter takes them (cmd/adapter/adapter.go) ----------------------------------------
+
+
+def _kubeconfig(path: Path, pki: _Pki, *, ca_data: str | None = None, **user: str) -> str:
+    ca = ca_data if ca_data is not None else base64.b64encode(pki.ca.read_bytes()).decode()
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test",
+                      "cluster": {"server": "https://ignored.example", "certificate-authority-data": ca}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test-user"}}],
+        "users": [{"name": "test-user", "user": user}]}))
+    return str(path)
+
+
+def _config(url: str, *, auth_config: str | None = None, auth_incluster: bool = False, ca_file: str | None = None,
+            cert: str | None = None, key: str | None = None, token_file: str | None = None) -> PrometheusConfig:
+    return prometheus_config(url, "POST", "3s", token_file, ca_file, cert, key, None, auth_config, auth_incluster)
+
+
+def _query_with(config: PrometheusConfig) -> list[Sample]:
+    async def main() -> list[Sample]:
+        client = PrometheusClient(config)
+        try:
+            return await client.query("up")
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+# TestMakeKubeconfigHTTPClient (kubernetes-sigs/prometheus-adapter cmd/adapter/adapter_test.go): the same four
+# cases, with kubeconfigs shaped like its testdata/kubeconfig (inline CA, token abcde12345) and
+# testdata/kubeconfig-error (certificate-authority-data: abcde12345).
+@pytest.mark.parametrize(("kubeconfig", "in_cluster", "success"), [
+    ("kubeconfig", False, True),
+    ("kubeconfig", True, False),
+    ("kubeconfig-error", False, False),
+    ("", False, True),
+])
+def test_make_kubeconfig_http_client(tmp_path: Path, pki: _Pki, monkeypatch: pytest.MonkeyPatch, kubeconfig: str,
+                                     in_cluster: bool, success: bool) -> None:
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "prometheus")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "8080")
+    path = {"kubeconfig": lambda: _kubeconfig(tmp_path / "kc", pki, token="abcde12345"),
+            "kubeconfig-error": lambda: _kubeconfig(tmp_path / "kc", pki, ca_data="abcde12345", token="abcde12345"),
+            "": lambda: None}[kubeconfig]()
+    if success:
+        config = _config("https://127.0.0.1:1", auth_config=path, auth_incluster=in_cluster)
+        assert (dict(config.headers).get("Authorization"), bool(config.ca_file)) == (
+            ("Bearer abcde12345", True) if path else (None, False))
+    else:
+        with pytest.raises(UsageError if in_cluster else (UsageError, KubeConfigError)):
+            _config("https://127.0.0.1:1", auth_config=path, auth_incluster=in_cluster)
+
+
+# TestMakePrometheusCAClient (same file): a CA file with or without a client pair; a bad CA or certificate fails.
+@pytest.mark.parametrize(("ca", "cert", "success"), [
+    ("ca", "client", True), ("bad", "client", False), ("ca", "bad", False), ("ca", None, True),
+])
+def test_make_prometheus_ca_client(tmp_path: Path, pki: _Pki, ca: str, cert: str | None, success: bool) -> None:
+    bad = tmp_path / "bad.pem"
+    bad.write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    ca_file = str(pki.ca if ca == "ca" else bad)
+    pair = {"client": (str(pki.client_cert), str(pki.client_key)), "bad": (str(bad), str(pki.client_key)),
+            None: (None, None)}[cert]
+    if success:
+        config = _config("https://127.0.0.1:1", ca_file=ca_file, cert=pair[0], key=pair[1])
+        assert (config.ca_file, config.client_cert_file) == (ca_file, pair[0])
+    else:
+        with pytest.raises(UsageError, match=r"--prometheus-(ca-file|client-tls-cert-file) .*bad\.pem: not a readable"):
+            _config("https://127.0.0.1:1", ca_file=ca_file, cert=pair[0], key=pair[1])
+
+
+def test_auth_config_credentials_reach_prometheus(tls_url: str, tls_server: _TlsServer, pki: _Pki,
+                                                  tmp_path: Path) -> None:
+    """The kubeconfig's inline CA verifies the server, its client certificate and token are presented."""
+    path = _kubeconfig(tmp_path / "kc", pki, token="abcde12345",
+                       **{"client-certificate-data": base64.b64encode(pki.client_cert.read_bytes()).decode(),
+                          "client-key-data": base64.b64encode(pki.client_key.read_bytes()).decode()})
+    assert _query_with(_config(tls_url, auth_config=path)) == [Sample({"pod": "p"}, 1700000000.0, 1.0)]
+    assert (tls_server.peers, tls_server.authorizations) == (["gpu-adapter"], ["Bearer abcde12345"])
+
+
+def test_auth_config_basic_auth_and_the_token_file_winning(tls_url: str, tls_server: _TlsServer, pki: _Pki,
+                                                           tmp_path: Path) -> None:
+    basic = _kubeconfig(tmp_path / "basic", pki, username="adapter", password="s3cret")
+    _query_with(_config(tls_url, auth_config=basic))
+    token = tmp_path / "token"
+    token.write_text("from-the-file\n")
+    bearer = _kubeconfig(tmp_path / "bearer", pki, token="from-the-kubeconfig")
+    _query_with(_config(tls_url, auth_config=bearer, token_file=str(token)))
+    assert tls_server.authorizations == ["Basic " + base64.b64encode(b"adapter:s3cret").decode(),
+                                         "Bearer from-the-file"]
+
+
+def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsServer, pki: _Pki, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("sa-token")
+    (account / "ca.crt").write_bytes(pki.ca.read_bytes())
+    monkeypatch.setattr(prometheus_auth, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeConfigError, match="not in a pod"):
+        _config(tls_url, auth_incluster=True)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    _query_with(_config(tls_url, auth_incluster=True))
+    assert tls_server.authorizations == ["Bearer sa-token"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.incluster_config import InClusterConfigLoader
-from kubernetes.config.kube_config import new_client_from_config
+from kubernetes.config.kube_config import load_kube_config
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -24,6 +24,11 @@ def _one_line(error: BaseException) -> str:
 
 
 def _from_kubeconfig(path: str) -> ApiClient:
+    return ApiClient(kubeconfig_configuration(path))
+
+
+def kubeconfig_configuration(path: str) -> Configuration:
+    """The current context's server and credentials from the kubeconfig at ``path``, one-line errors."""
     file = Path(path)
     if not file.is_file():
         raise KubeConfigError(f"kubeconfig {path}: no such file")
@@ -34,10 +39,11 @@ def _from_kubeconfig(path: str) -> ApiClient:
     if not isinstance(document, dict):
         raise KubeConfigError(f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping with clusters, users, "
                               "contexts and current-context)")
+    configuration = Configuration()
     try:
         # persist_config=False: never write refreshed credentials back into the user's file.
-        return new_client_from_config(config_file=path, persist_config=False,
-                                      client_configuration=Configuration())
+        load_kube_config(config_file=path, persist_config=False, client_configuration=configuration)
+        return configuration
     except Exception as exc:  # the loader raises ConfigException, KeyError, TypeError... for bad content
         raise KubeConfigError(f"kubeconfig {path}: {_one_line(exc)}") from None
 
