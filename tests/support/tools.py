@@ -25,6 +25,7 @@ INSTALL = {
     "promtool": f"sudo apt-get install prometheus, or {_INSTALL_TOOLS}",
     "openssl": "sudo apt-get install openssl",
     "buildah": "sudo apt-get install buildah mmdebstrap, or bash scripts/build-image.sh (installs them as root)",
+    "victoria-metrics": f"sudo apt-get install victoria-metrics, or {_INSTALL_TOOLS}",
     "mmdebstrap": "sudo apt-get install buildah mmdebstrap, or bash scripts/build-image.sh (installs them as root)",
 }
 
