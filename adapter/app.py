@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import orjson
 from fastapi import FastAPI, Request
@@ -35,6 +36,14 @@ from adapter.status import ApiError
 log = logging.getLogger("adapter.app")
 
 
+class Background(Protocol):
+    """A task the app runs while it serves (e.g. the API discovery refresh)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 @dataclass
 class AdapterState:
     client: PrometheusClient
@@ -45,6 +54,7 @@ class AdapterState:
     rules: RulesSource | None = None  # watched for changes while serving
     auth: AuthStack | None = None  # None: --disable-auth
     on_shutdown: list[Callable[[], None]] = field(default_factory=list)
+    background: list[Background] = field(default_factory=list)
 
 
 class _JSON(JSONResponse):
@@ -69,7 +79,11 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             state.rules.start()
         if state.auth is not None:
             await state.auth.start()
+        for task in state.background:
+            task.start()
         yield
+        for task in state.background:
+            await task.stop()
         if state.auth is not None:
             await state.auth.stop()
         if state.rules is not None:

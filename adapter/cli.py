@@ -17,8 +17,10 @@ import clikit
 from adapter import prometheus_auth
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
 from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
+from adapter.kube.api import KubeApi, KubeError
 from adapter.kube.config import KubeConfigError, load_api_client
 from adapter.kube.resolver import KubeResolver
+from adapter.kube.restmapper import ResourceDiscovery
 from adapter.logs import FORMATS, configure_logging
 from adapter.prometheus import PrometheusClient, PrometheusConfig
 from adapter.prometheus_auth import PrometheusCredentials
@@ -169,6 +171,9 @@ def serve(
         "identical queries in flight."))] = "5s",
     config_reload_interval: Annotated[str, typer.Option("--config-reload-interval", help=(
         "How often --config is checked for changes; 0 disables reloading."))] = "5s",
+    discovery_interval: Annotated[str, typer.Option("--discovery-interval", help=(
+        "How often the Kubernetes API's discovery is re-read, so resources (CRDs) added later resolve in the "
+        "rules; 0: only at start."))] = "1m",
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
         "Kubernetes API access; default: the in-cluster config when running in a pod, else none."))] = None,
     standalone_objects: Annotated[str | None, typer.Option("--standalone-objects", help=(
@@ -222,7 +227,11 @@ def serve(
     max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else None
     if max_age is not None and max_age < relist:
         raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
+    api_client = load_api_client(kubeconfig)
+    resources = _resource_discovery(api_client, parse_duration_or_zero(discovery_interval, "--discovery-interval"))
     rules = RulesSource.load(config, interval_s=reload_interval)
+    if resources is not None:
+        resources.on_change = lambda: rules.reparse() and None
     if bool(tls_cert_file) != bool(tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
     client = PrometheusClient(prom)
@@ -231,7 +240,6 @@ def serve(
     discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
     discovery.after_relist(lambda: cache.refresh_freshness(discovery.scrape_intervals))
     rules.on_change(lambda _: discovery.request_relist())
-    api_client = load_api_client(kubeconfig)
     resolver = _resolver(api_client, standalone_objects)
     auth = None
     if disable_auth:
@@ -253,6 +261,8 @@ def serve(
     metrics.watch_rules(rules)
     state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.current.external_rules),
                          metrics=metrics, rules=rules, auth=auth)
+    if resources is not None:
+        state.background.append(resources)
     if isinstance(resolver, KubeResolver):
         kube = resolver
         metrics.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})
@@ -272,6 +282,18 @@ def serve(
     # collector's sight, a full collection no longer walks them all: under load that walk took ~20 % of the CPU.
     gc.freeze()
     server.run()
+
+
+def _resource_discovery(api_client: object | None, interval_s: float) -> ResourceDiscovery | None:
+    """With a Kubernetes API: resource names resolve by its discovery (read now, then every ``interval_s``)."""
+    if api_client is None:
+        return None
+    resources = ResourceDiscovery(KubeApi(api_client), interval_s, on_change=lambda: None)  # type: ignore[arg-type]
+    try:
+        resources.refresh()
+    except KubeError as exc:
+        raise KubeConfigError(f"reading the Kubernetes API's discovery (which resources exist) failed: {exc}") from None
+    return resources
 
 
 def _csv(text: str) -> list[str]:

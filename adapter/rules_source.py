@@ -116,6 +116,22 @@ class RulesSource:
             listener(read.config)
         return True
 
+    def reparse(self) -> bool:
+        """Parse the rules in force again, for resource names to resolve against a new resource table (a CRD
+        installed since); applied, and listeners told, when they parse. True when applied."""
+        if self.path is None:
+            return False  # the built-in presets name only core resources
+        read = _read(self.path, set())
+        if read.error is not None:
+            log.error("re-reading the rules after an API resource change failed, keeping them: %s", read.error)
+            return False
+        assert read.config is not None
+        self._current = read.config
+        self._applied_digest = self._seen_digest = read.digest
+        for listener in self._listeners:
+            listener(read.config)
+        return True
+
     def start(self) -> None:
         if self.watching:
             self._task.start(self._run)

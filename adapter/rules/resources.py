@@ -1,14 +1,19 @@
-"""Kubernetes group-resources without a Kubernetes API: a built-in table of the common kinds.
+"""Kubernetes group-resources: which names mean which resource, its kind, version and scope.
 
-prometheus-adapter normalises resource names with a REST mapper built from API discovery; this table stands
-in for it. A name may be given as plural, singular, kind or short name (``pods``, ``pod``, ``Pod``, ``po``),
-optionally qualified by its group (``deployments.apps``, ``deployment.apps``). A qualified name outside the
-table is accepted as written (lowercased), so custom resources work when their group is given.
+prometheus-adapter normalises resource names with a REST mapper built from the API's discovery documents. With
+a Kubernetes API the adapter does the same (``adapter.kube.restmapper`` builds a :class:`ResourceTable` from
+discovery and installs it with :func:`use_table`, refreshed periodically, so a CRD installed later resolves);
+without one, a built-in table of the common kinds stands in. A name may be given as plural, singular, kind or
+short name (``pods``, ``pod``, ``Pod``, ``po``), optionally qualified by its group (``deployments.apps``,
+``deployment.apps``). A qualified name outside the table is accepted as written (lowercased), so custom
+resources work when their group is given. An unqualified name in several groups means the first in the
+table's order (discovery order: the core group first), as client-go's discovery REST mapper decides.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from adapter.rules.errors import RulesError
@@ -31,7 +36,7 @@ class GroupResource:
 
 
 @dataclass(frozen=True)
-class _Kind:
+class ResourceKind:
     plural: str
     singular: str
     kind: str
@@ -45,31 +50,36 @@ class _Kind:
     def group_resource(self) -> GroupResource:
         return GroupResource(self.group, self.plural)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every spelling that names this resource."""
+        return (self.plural, self.singular, self.kind.lower(), *self.short, *self.aliases)
+
 
 _ROOT = False
 _TABLE = (
-    _Kind("pods", "pod", "Pod", "", "v1", short=("po",)),
-    _Kind("services", "service", "Service", "", "v1", short=("svc",)),
-    _Kind("namespaces", "namespace", "Namespace", "", "v1", _ROOT, ("ns",)),
-    _Kind("nodes", "node", "Node", "", "v1", _ROOT, ("no",)),
-    _Kind("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1", _ROOT, ("pv",)),
-    _Kind("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "", "v1", short=("pvc",)),
-    _Kind("endpoints", "endpoints", "Endpoints", "", "v1", short=("ep",), aliases=("endpoint",)),
-    _Kind("configmaps", "configmap", "ConfigMap", "", "v1", short=("cm",)),
-    _Kind("secrets", "secret", "Secret", "", "v1"),
-    _Kind("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", short=("sa",)),
-    _Kind("replicationcontrollers", "replicationcontroller", "ReplicationController", "", "v1", short=("rc",)),
-    _Kind("resourcequotas", "resourcequota", "ResourceQuota", "", "v1", short=("quota",)),
-    _Kind("limitranges", "limitrange", "LimitRange", "", "v1", short=("limits",)),
-    _Kind("events", "event", "Event", "", "v1", short=("ev",)),
-    _Kind("deployments", "deployment", "Deployment", "apps", "v1", short=("deploy",)),
-    _Kind("statefulsets", "statefulset", "StatefulSet", "apps", "v1", short=("sts",)),
-    _Kind("replicasets", "replicaset", "ReplicaSet", "apps", "v1", short=("rs",)),
-    _Kind("daemonsets", "daemonset", "DaemonSet", "apps", "v1", short=("ds",)),
-    _Kind("controllerrevisions", "controllerrevision", "ControllerRevision", "apps", "v1"),
-    _Kind("jobs", "job", "Job", "batch", "v1"),
-    _Kind("cronjobs", "cronjob", "CronJob", "batch", "v1", short=("cj",)),
-    _Kind(
+    ResourceKind("pods", "pod", "Pod", "", "v1", short=("po",)),
+    ResourceKind("services", "service", "Service", "", "v1", short=("svc",)),
+    ResourceKind("namespaces", "namespace", "Namespace", "", "v1", _ROOT, ("ns",)),
+    ResourceKind("nodes", "node", "Node", "", "v1", _ROOT, ("no",)),
+    ResourceKind("persistentvolumes", "persistentvolume", "PersistentVolume", "", "v1", _ROOT, ("pv",)),
+    ResourceKind("persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", "", "v1", short=("pvc",)),
+    ResourceKind("endpoints", "endpoints", "Endpoints", "", "v1", short=("ep",), aliases=("endpoint",)),
+    ResourceKind("configmaps", "configmap", "ConfigMap", "", "v1", short=("cm",)),
+    ResourceKind("secrets", "secret", "Secret", "", "v1"),
+    ResourceKind("serviceaccounts", "serviceaccount", "ServiceAccount", "", "v1", short=("sa",)),
+    ResourceKind("replicationcontrollers", "replicationcontroller", "ReplicationController", "", "v1", short=("rc",)),
+    ResourceKind("resourcequotas", "resourcequota", "ResourceQuota", "", "v1", short=("quota",)),
+    ResourceKind("limitranges", "limitrange", "LimitRange", "", "v1", short=("limits",)),
+    ResourceKind("events", "event", "Event", "", "v1", short=("ev",)),
+    ResourceKind("deployments", "deployment", "Deployment", "apps", "v1", short=("deploy",)),
+    ResourceKind("statefulsets", "statefulset", "StatefulSet", "apps", "v1", short=("sts",)),
+    ResourceKind("replicasets", "replicaset", "ReplicaSet", "apps", "v1", short=("rs",)),
+    ResourceKind("daemonsets", "daemonset", "DaemonSet", "apps", "v1", short=("ds",)),
+    ResourceKind("controllerrevisions", "controllerrevision", "ControllerRevision", "apps", "v1"),
+    ResourceKind("jobs", "job", "Job", "batch", "v1"),
+    ResourceKind("cronjobs", "cronjob", "CronJob", "batch", "v1", short=("cj",)),
+    ResourceKind(
         "horizontalpodautoscalers",
         "horizontalpodautoscaler",
         "HorizontalPodAutoscaler",
@@ -77,21 +87,22 @@ _TABLE = (
         "v2",
         short=("hpa",),
     ),
-    _Kind("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", short=("ing",)),
-    _Kind("ingressclasses", "ingressclass", "IngressClass", "networking.k8s.io", "v1", _ROOT),
-    _Kind("networkpolicies", "networkpolicy", "NetworkPolicy", "networking.k8s.io", "v1", short=("netpol",)),
-    _Kind("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1"),
-    _Kind("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy", "v1", short=("pdb",)),
-    _Kind("leases", "lease", "Lease", "coordination.k8s.io", "v1"),
-    _Kind("storageclasses", "storageclass", "StorageClass", "storage.k8s.io", "v1", _ROOT, ("sc",)),
-    _Kind("volumeattachments", "volumeattachment", "VolumeAttachment", "storage.k8s.io", "v1", _ROOT),
-    _Kind("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", _ROOT, ("pc",)),
-    _Kind("runtimeclasses", "runtimeclass", "RuntimeClass", "node.k8s.io", "v1", _ROOT),
-    _Kind("clusterroles", "clusterrole", "ClusterRole", "rbac.authorization.k8s.io", "v1", _ROOT),
-    _Kind("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", "rbac.authorization.k8s.io", "v1", _ROOT),
-    _Kind("roles", "role", "Role", "rbac.authorization.k8s.io", "v1"),
-    _Kind("rolebindings", "rolebinding", "RoleBinding", "rbac.authorization.k8s.io", "v1"),
-    _Kind(
+    ResourceKind("ingresses", "ingress", "Ingress", "networking.k8s.io", "v1", short=("ing",)),
+    ResourceKind("ingressclasses", "ingressclass", "IngressClass", "networking.k8s.io", "v1", _ROOT),
+    ResourceKind("networkpolicies", "networkpolicy", "NetworkPolicy", "networking.k8s.io", "v1", short=("netpol",)),
+    ResourceKind("endpointslices", "endpointslice", "EndpointSlice", "discovery.k8s.io", "v1"),
+    ResourceKind("poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "policy", "v1", short=("pdb",)),
+    ResourceKind("leases", "lease", "Lease", "coordination.k8s.io", "v1"),
+    ResourceKind("storageclasses", "storageclass", "StorageClass", "storage.k8s.io", "v1", _ROOT, ("sc",)),
+    ResourceKind("volumeattachments", "volumeattachment", "VolumeAttachment", "storage.k8s.io", "v1", _ROOT),
+    ResourceKind("priorityclasses", "priorityclass", "PriorityClass", "scheduling.k8s.io", "v1", _ROOT, ("pc",)),
+    ResourceKind("runtimeclasses", "runtimeclass", "RuntimeClass", "node.k8s.io", "v1", _ROOT),
+    ResourceKind("clusterroles", "clusterrole", "ClusterRole", "rbac.authorization.k8s.io", "v1", _ROOT),
+    ResourceKind("clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding", "rbac.authorization.k8s.io", "v1",
+                 _ROOT),
+    ResourceKind("roles", "role", "Role", "rbac.authorization.k8s.io", "v1"),
+    ResourceKind("rolebindings", "rolebinding", "RoleBinding", "rbac.authorization.k8s.io", "v1"),
+    ResourceKind(
         "customresourcedefinitions",
         "customresourcedefinition",
         "CustomResourceDefinition",
@@ -102,13 +113,46 @@ _TABLE = (
     ),
 )
 
-_BY_GROUP_RESOURCE = {k.group_resource: k for k in _TABLE}
-# Every spelling of a kind, qualified by its group: (name, group) -> kind.
-_BY_NAME = {(name, k.group): k for k in _TABLE for name in (k.plural, k.singular, k.kind.lower(), *k.short, *k.aliases)}
-# Unqualified spellings; the table has no name in two groups, so this is unambiguous.
-_BY_BARE_NAME = {name: k for (name, _), k in _BY_NAME.items()}
-# What a label can name through resources.template: resource names, not kinds or short names.
-_BY_LABEL_NAME = {name: k for k in _TABLE for name in (k.plural, k.singular, *k.aliases)}
+
+
+class ResourceTable:
+    """The resources one source knows (built in, or the API's discovery), indexed every way a rule names them."""
+
+    def __init__(self, kinds: Iterable[ResourceKind]) -> None:
+        self.kinds = tuple(kinds)
+        self.by_group_resource: dict[GroupResource, ResourceKind] = {}
+        self.by_name: dict[tuple[str, str], ResourceKind] = {}
+        self.by_bare_name: dict[str, ResourceKind] = {}
+        # What a label can name through resources.template: resource names, not kinds or short names.
+        self.by_label_name: dict[str, ResourceKind] = {}
+        for k in self.kinds:  # the first of several (versions, groups) wins: callers list preferred ones first
+            self.by_group_resource.setdefault(k.group_resource, k)
+            for name in k.names:
+                self.by_name.setdefault((name, k.group), k)
+                self.by_bare_name.setdefault(name, k)
+            for name in (k.plural, k.singular, *k.aliases):
+                self.by_label_name.setdefault(name, k)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ResourceTable) and set(self.kinds) == set(other.kinds)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.kinds))
+
+
+BUILTIN = ResourceTable(_TABLE)
+_table = BUILTIN
+
+
+def use_table(table: ResourceTable) -> None:
+    """Resolve names with ``table`` from now on (the API's discovery; :data:`BUILTIN` without an API)."""
+    global _table
+    _table = table
+
+
+def current_table() -> ResourceTable:
+    return _table
+
 
 NAMESPACES = GroupResource("", "namespaces")
 PODS = GroupResource("", "pods")
@@ -133,12 +177,12 @@ def normalise_resource(resource: str, group: str | None = None) -> GroupResource
         raise ResourceError(f"invalid resource name {resource!r}")
     if group_text and not _GROUP.match(group_text):
         raise ResourceError(f"invalid API group {group_text!r}")
-    known = _BY_NAME.get((text, group_text)) if group_text else _BY_BARE_NAME.get(text)
+    known = _table.by_name.get((text, group_text)) if group_text else _table.by_bare_name.get(text)
     return known.group_resource if known else GroupResource(group_text, text)
 
 
 def is_known(gr: GroupResource) -> bool:
-    return gr in _BY_GROUP_RESOURCE
+    return gr in _table.by_group_resource
 
 
 def resource_for_label(resource: str, sanitised_group: str | None) -> GroupResource | None:
@@ -148,7 +192,7 @@ def resource_for_label(resource: str, sanitised_group: str | None) -> GroupResou
     ``None`` when the template has no ``.Group``, in which case any group matches, as with an empty group in
     prometheus-adapter's REST mapper.
     """
-    found = _BY_LABEL_NAME.get(resource)
+    found = _table.by_label_name.get(resource)
     if found is None or (sanitised_group is not None and sanitise_group(found.group) != sanitised_group):
         return None
     return found.group_resource
@@ -161,18 +205,18 @@ def sanitise_group(group: str) -> str:
 
 def is_namespaced(gr: GroupResource) -> bool:
     """Known cluster-scoped kinds are root-scoped; everything else (custom resources included) is namespaced."""
-    known = _BY_GROUP_RESOURCE.get(gr)
+    known = _table.by_group_resource.get(gr)
     return known.namespaced if known else True
 
 
 def singular(gr: GroupResource) -> str:
-    known = _BY_GROUP_RESOURCE.get(gr)
+    known = _table.by_group_resource.get(gr)
     return known.singular if known else _singular_guess(gr.resource)
 
 
 def kind(gr: GroupResource) -> str:
     """The object kind for ``describedObject`` (``Pod``, ``Deployment``); a capitalised guess for others."""
-    known = _BY_GROUP_RESOURCE.get(gr)
+    known = _table.by_group_resource.get(gr)
     if known:
         return known.kind
     guess = _singular_guess(gr.resource)
@@ -182,8 +226,8 @@ def kind(gr: GroupResource) -> str:
 def api_version(gr: GroupResource) -> str:
     """``describedObject.apiVersion``: ``/v1`` for the core group (as prometheus-adapter writes it),
     ``apps/v1``, ``autoscaling/v2``…; ``<group>/v1`` for groups outside the table."""
-    known = _BY_GROUP_RESOURCE.get(gr)
-    version = known.version if known else next((k.version for k in _TABLE if k.group == gr.group), "v1")
+    known = _table.by_group_resource.get(gr)
+    version = known.version if known else next((k.version for k in _table.kinds if k.group == gr.group), "v1")
     return f"{gr.group}/{version}"
 
 

@@ -40,6 +40,8 @@ class ResourceType:
     resource: str
     kind: str
     namespaced: bool = True
+    singular: str = ""  # discovery's singularName; real servers leave it empty for many built-in types
+    short_names: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -51,12 +53,12 @@ class ResourceType:
 
 
 DEFAULT_TYPES = (
-    ResourceType("", "v1", "pods", "Pod"),
-    ResourceType("", "v1", "services", "Service"),
+    ResourceType("", "v1", "pods", "Pod", short_names=("po",)),
+    ResourceType("", "v1", "services", "Service", short_names=("svc",)),
     ResourceType("", "v1", "configmaps", "ConfigMap"),
     ResourceType("", "v1", "nodes", "Node", namespaced=False),
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False),
-    ResourceType("apps", "v1", "deployments", "Deployment"),
+    ResourceType("apps", "v1", "deployments", "Deployment", short_names=("deploy",)),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet"),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet"),
 )
@@ -315,7 +317,8 @@ class FakeKube:
         self._thread: threading.Thread | None = None
         self._stopping = False
         for rtype in DEFAULT_TYPES:
-            self.register(rtype.group, rtype.version, rtype.resource, rtype.kind, rtype.namespaced)
+            self.register(rtype.group, rtype.version, rtype.resource, rtype.kind, rtype.namespaced,
+                          rtype.singular, rtype.short_names)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     @property
@@ -367,8 +370,10 @@ class FakeKube:
         return str(path)
 
     # -- the object store --------------------------------------------------------------------------------------
-    def register(self, group: str, version: str, resource: str, kind: str, namespaced: bool = True) -> ResourceType:
-        rtype = ResourceType(group, version, resource, kind, namespaced)
+    def register(self, group: str, version: str, resource: str, kind: str, namespaced: bool = True,
+                 singular: str = "", short_names: tuple[str, ...] = ()) -> ResourceType:
+        """Serve a resource type (a CRD installed, when called while running), in discovery too."""
+        rtype = ResourceType(group, version, resource, kind, namespaced, singular, short_names)
         with self._cond:
             existing = self._types.setdefault((group, version, resource), rtype)
             self._objects.setdefault(existing, {})
@@ -557,8 +562,10 @@ class FakeKube:
             h.send_status(404, "NotFound", "the server could not find the requested resource")
             return
         h.send_json(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": types[0].api_version,
-                          "resources": [{"name": t.resource, "singularName": "", "namespaced": t.namespaced,
-                                         "kind": t.kind, "verbs": ["get", "list", "watch"]} for t in types]})
+                          "resources": [{"name": t.resource, "singularName": t.singular, "namespaced": t.namespaced,
+                                         "kind": t.kind, "verbs": ["get", "list", "watch"],
+                                         **({"shortNames": list(t.short_names)} if t.short_names else {})}
+                                        for t in types]})
 
     def _get_one(self, h: _Handler, rtype: ResourceType, ns: str | None, name: str, query: dict[str, str]) -> None:
         with self._cond:

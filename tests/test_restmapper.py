@@ -1,0 +1,116 @@
+"""Resource names from the Kubernetes API's discovery, as prometheus-adapter's REST mapper resolves them: kinds,
+singulars, short names and CRDs; refreshed while the adapter runs, so a CRD installed later resolves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapter.kube.api import KubeApi
+from adapter.kube.config import load_api_client
+from adapter.kube.restmapper import discover
+from adapter.rules.resources import (
+    BUILTIN,
+    GroupResource,
+    api_version,
+    is_namespaced,
+    kind,
+    normalise_resource,
+    use_table,
+)
+from tests.support.adapter_process import AdapterProcess
+from tests.support.fake_kube import FakeKube
+from tests.support.metrics_endpoint import MetricsEndpoint
+from tests.support.prometheus import PrometheusServer
+
+
+@pytest.fixture
+def discovered(fake_kube: FakeKube, tmp_path: Path) -> Iterator[FakeKube]:
+    """The fake API with a CRD (cheese.io/v1 Brand, short name br) and a cluster-scoped one; the resource table
+    read from its discovery is in force for the test, the built-in one restored after."""
+    fake_kube.register("cheese.io", "v1", "brands", "Brand", short_names=("br",))
+    fake_kube.register("cheese.io", "v1", "dairies", "Dairy", namespaced=False, singular="dairy")
+    api = KubeApi(load_api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig")))  # type: ignore[arg-type]
+    use_table(discover(api))
+    try:
+        yield fake_kube
+    finally:
+        use_table(BUILTIN)
+
+
+@pytest.mark.parametrize(("name", "group", "expected"), [
+    ("brand", "cheese.io", GroupResource("cheese.io", "brands")),  # the issue's {group: cheese.io, resource: brand}
+    ("brands", "cheese.io", GroupResource("cheese.io", "brands")),
+    ("Brand", "cheese.io", GroupResource("cheese.io", "brands")),
+    ("br", None, GroupResource("cheese.io", "brands")),
+    ("brand.cheese.io", None, GroupResource("cheese.io", "brands")),
+    ("dairy", None, GroupResource("cheese.io", "dairies")),  # singularName from discovery
+    ("pod", None, GroupResource("", "pods")),  # singularName empty: the lowercased kind
+    ("po", None, GroupResource("", "pods")),
+    ("deployment", None, GroupResource("apps", "deployments")),
+    ("deploy", "apps", GroupResource("apps", "deployments")),
+    ("Service", None, GroupResource("", "services")),
+])
+def test_names_resolve_through_discovery(discovered: FakeKube, name: str, group: str | None,
+                                         expected: GroupResource) -> None:
+    assert normalise_resource(name, group) == expected
+
+
+def test_kind_version_and_scope_come_from_discovery(discovered: FakeKube) -> None:
+    brands, dairies = GroupResource("cheese.io", "brands"), GroupResource("cheese.io", "dairies")
+    assert (kind(brands), api_version(brands), is_namespaced(brands)) == ("Brand", "cheese.io/v1", True)
+    assert (kind(dairies), is_namespaced(dairies)) == ("Dairy", False)
+
+
+def test_without_discovery_the_builtin_table_answers() -> None:
+    assert normalise_resource("deploy") == GroupResource("apps", "deployments")
+    assert normalise_resource("brand", "cheese.io") == GroupResource("cheese.io", "brand")  # as written
+
+
+RULES = """\
+rules:
+- seriesQuery: 'cheese_sales{namespace!="",brand!=""}'
+  resources:
+    overrides:
+      namespace: {resource: namespace}
+      brand: {group: cheese.io, resource: brand}
+  metricsQuery: 'sum by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})'
+"""
+
+
+def test_a_crd_installed_while_the_adapter_runs_is_served_without_a_restart(fake_kube: FakeKube,
+                                                                             tmp_path: Path) -> None:
+    endpoint = MetricsEndpoint('cheese_sales{namespace="default",brand="gouda"} 5\n')
+    prom = PrometheusServer([endpoint.address], honor_labels=True)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    adapter = None
+    try:
+        prom.wait_for("cheese_sales", timeout=30)
+        adapter = AdapterProcess(prom.url, str(tmp_path / "certs"), [
+            "--config", str(rules), "--kubeconfig", fake_kube.write_kubeconfig(tmp_path / "kubeconfig"),
+            "--discovery-interval", "1s", "--metrics-relist-interval", "1s", "--metrics-max-age", "1m"])
+        listing = "/apis/custom.metrics.k8s.io/v1beta2"
+        assert "brand.cheese.io/cheese_sales" in _names(adapter, listing)  # not in discovery yet: as written
+        fake_kube.register("cheese.io", "v1", "brands", "Brand")
+        deadline = time.monotonic() + 15
+        while "brands.cheese.io/cheese_sales" not in _names(adapter, listing):
+            assert time.monotonic() < deadline, _names(adapter, listing)
+            time.sleep(0.3)
+        body = adapter.get(f"{listing}/namespaces/default/brands.cheese.io/gouda/cheese_sales").json()
+        [item] = body["items"]
+        assert item["describedObject"] == {"kind": "Brand", "namespace": "default", "name": "gouda",
+                                           "apiVersion": "cheese.io/v1"}
+        assert item["value"] == "5"
+    finally:
+        if adapter is not None:
+            adapter.stop()
+        prom.stop()
+        endpoint.stop()
+
+
+def _names(adapter: AdapterProcess, path: str) -> set[str]:
+    return {r["name"] for r in adapter.get(path).json()["resources"]}
