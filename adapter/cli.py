@@ -24,7 +24,7 @@ from adapter.kube.restmapper import ResourceDiscovery
 from adapter.logs import FORMATS, configure_logging
 from adapter.prometheus import PrometheusClient, PrometheusConfig
 from adapter.prometheus_auth import PrometheusCredentials
-from adapter.provider import AmbiguousSeries, ObjectResolver, StandaloneResolver
+from adapter.provider import ObjectResolver, StandaloneResolver
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
 from adapter.serving import server_context, uvicorn_config
 from adapter.standalone import StandaloneObjects
@@ -255,7 +255,7 @@ def serve(
             tolerate_lookup_failure=authentication_tolerate_lookup_failure,
             always_allow_paths=_csv(authorization_always_allow_paths), anonymous=anonymous_auth), api_client)
         asyncio.run(auth.load())
-    provider = Provider(cache, lambda: discovery.catalogue, resolver, AmbiguousSeries(metrics.count_ambiguous))
+    provider = Provider(cache, lambda: discovery.catalogue, resolver)
     metrics.watch_discovery(discovery)
     metrics.watch_query_cache(cache)
     metrics.watch_rules(rules)

@@ -69,34 +69,6 @@ class StandaloneResolver:
                           "--standalone-objects)")
 
 
-class AmbiguousSeries:
-    """Several series for one object under one rule (a rule that does not aggregate, e.g. a pod with two GPUs).
-
-    The object's value is the highest of them, whatever order Prometheus returns them in (an HPA then errs toward
-    scaling out); each time, ``count(rule)`` is called (the ``gpu_adapter_ambiguous_series_total`` counter), and the
-    first time for a (rule, object) a warning names both and says how to fix the rule. Remembered pairs are
-    bounded, so a churning set of objects cannot grow the adapter's memory.
-    """
-
-    def __init__(self, count: Callable[[str], None] | None = None, remember: int = 10_000) -> None:
-        self._count = count
-        self._remember = remember
-        self._warned: set[tuple[str, str | None, str]] = set()
-
-    def report(self, binding: Binding, namespace: str | None, name: str, series: int) -> None:
-        rule = rule_label(binding.rule)
-        if self._count is not None:
-            self._count(rule)
-        key = (rule, namespace, name)
-        if key in self._warned or len(self._warned) >= self._remember:
-            return
-        self._warned.add(key)
-        where = f"{namespace}/{name}" if namespace else name
-        log.warning("rule %s (%s) returned %d series for %s %s; using the highest value. Aggregate in its "
-                    "metricsQuery (e.g. max by (<<.GroupBy>>) (...)) so one object has one series",
-                    rule, binding.rule.describe, series, binding.group_resource, where)
-
-
 @dataclass(frozen=True)
 class QueryPlan:
     """What a request turned into; the explain view and the logs show it."""
@@ -156,9 +128,8 @@ class Provider:
     """
 
     def __init__(self, queries: QueryCache | PrometheusClient, catalogue: Callable[[], Catalogue | None],
-                 resolver: ObjectResolver | None = None, ambiguous: AmbiguousSeries | None = None) -> None:
+                 resolver: ObjectResolver | None = None) -> None:
         self._queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
-        self._ambiguous = ambiguous or AmbiguousSeries()
         self._catalogue = catalogue
         self._resolver = resolver or StandaloneResolver()
 
@@ -179,7 +150,7 @@ class Provider:
         """What ``custom`` does for this request, step by step; planning errors raise as they do there."""
         request = await self.plan_custom(path, label_selector, metric_label_selector)
         results = await self._run(request.plan)
-        chosen, _, _ = self._merge(request.plan, results)
+        chosen, _ = self._merge(request.plan, results)
         try:
             items: list[ObjectValue] = self._custom_items(request, results)
             error = None
@@ -216,9 +187,7 @@ class Provider:
     def _custom_items(self, request: CustomRequest, results: list[list[Sample]]) -> list[ObjectValue]:
         """The merged values, with the first rule's missing-value policy; none at all is a 404."""
         path, gr, plan = request.path, request.group_resource, request.plan
-        values, at, ambiguous = self._merge(plan, results)
-        for binding, name, series in ambiguous:
-            self._ambiguous.report(binding, path.namespace, name, series)
+        values, at = self._merge(plan, results)
         policy = plan.bindings[0].rule.missing_value
         wanted = plan.names if plan.names is not None else sorted(values)
         object_kind, object_api_version = kind(gr), api_version(gr)
@@ -266,12 +235,9 @@ class Provider:
             raise internal(f"unable to fetch metrics: {exc}") from None
 
     @staticmethod
-    def _merge(plan: QueryPlan, results: list[list[Sample]]
-               ) -> tuple[dict[str, Sample], float, list[tuple[Binding, str, int]]]:
-        """Per object, the first rule with a finite sample wins; NaN and Inf count as no value. Where one rule has
-        several finite samples for an object, the highest is used and (binding, object, count) is reported."""
+    def _merge(plan: QueryPlan, results: list[list[Sample]]) -> tuple[dict[str, Sample], float]:
+        """Per object, the first rule with a finite sample wins; NaN and Inf count as no value."""
         values: dict[str, Sample] = {}
-        ambiguous: list[tuple[Binding, str, int]] = []
         latest = 0.0
         for binding, samples in zip(plan.bindings, results, strict=True):
             if samples:
@@ -280,23 +246,11 @@ class Provider:
                 continue
             # result_object_name, inlined: this runs once per sample (1,500 for a 1,500-pod selector).
             label, isfinite = binding.resource_label, math.isfinite
-            mine: dict[str, Sample] = {}
-            repeats: dict[str, int] = {}
             for sample in samples:
                 name = sample.labels.get(label)
-                if not name or not isfinite(sample.value):
-                    continue
-                held = mine.get(name)
-                if held is None:
-                    mine[name] = sample
-                    continue
-                repeats[name] = repeats.get(name, 1) + 1
-                if sample.value > held.value:
-                    mine[name] = sample
-            for name, sample in mine.items():
-                values.setdefault(name, sample)
-            ambiguous.extend((binding, name, count) for name, count in repeats.items())
-        return values, latest or time.time(), ambiguous
+                if name and name not in values and isfinite(sample.value):
+                    values[name] = sample
+        return values, latest or time.time()
 
     # -- external.metrics.k8s.io -----------------------------------------------------------------------
     async def external(self, namespace: str, metric: str, label_selector: str = "") -> list[ExternalValue]:

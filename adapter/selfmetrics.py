@@ -62,10 +62,6 @@ class AdapterMetrics:
             "gpu_adapter_prometheus_query_errors_total",
             "Instant queries that failed, by rule; reason unavailable (down, slow, 5xx) or rejected (bad query).",
             ["rule", "reason"], registry=r)
-        self.ambiguous_series = Counter(
-            "gpu_adapter_ambiguous_series_total",
-            "Objects answered from several series of one rule (the highest value was used; the rule should "
-            "aggregate), by rule.", ["rule"], registry=r)
         self.authentications = Counter(
             "gpu_adapter_authentications_total", "Requests authenticated, by result.", ["result"], registry=r)
         self.authorizations = Counter(
@@ -90,9 +86,6 @@ class AdapterMetrics:
         if error is not None:
             reason = "unavailable" if isinstance(error, PrometheusUnavailable) else "rejected"
             self.query_errors.labels(rule, reason).inc()
-
-    def count_ambiguous(self, rule: str) -> None:
-        self.ambiguous_series.labels(rule).inc()
 
     # -- state read at scrape time --------------------------------------------------------------------
     def watch_discovery(self, discovery: Discovery) -> None:
