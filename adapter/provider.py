@@ -32,14 +32,7 @@ from adapter.rules import (
     render_custom,
     render_external,
 )
-from adapter.selectors import (
-    Requirement,
-    SelectorError,
-    parse_selector,
-    to_label_selector,
-    to_label_values,
-    to_promql_matchers,
-)
+from adapter.selectors import Requirement, SelectorError, parse_selector, to_label_selector, to_promql_matchers
 from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
@@ -109,9 +102,8 @@ class Explanation:
 # ~15 us to look up. Bounded: an entry holds the names (shared strings) and the query text, ~30 KB at 1,500 pods.
 @lru_cache(maxsize=256)
 def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
-                       matchers: tuple[str, ...], values: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values)
-                 for b in bindings)
+                       matchers: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers) for b in bindings)
 
 
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
@@ -181,7 +173,7 @@ class Provider:
             names = await self._resolver.names(gr, path.namespace, object_reqs)
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
-        plan = self._plan_custom(bindings, path.namespace, names, matchers, to_label_values(metric_reqs))
+        plan = self._plan_custom(bindings, path.namespace, names, matchers)
         return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
 
     def _custom_items(self, request: CustomRequest, results: list[list[Sample]]) -> list[ObjectValue]:
@@ -211,10 +203,10 @@ class Provider:
         return binding.namespaced == (path.namespace is not None)
 
     def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
-                     matchers: list[str], values: tuple[tuple[str, str], ...]) -> QueryPlan:
+                     matchers: list[str]) -> QueryPlan:
         object_names = tuple(names) if names is not None else None
         try:
-            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values)
+            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers))
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), queries, object_names)
@@ -277,9 +269,8 @@ class Provider:
         if not bindings:
             raise ApiError(404, f"the server could not find the external metric {metric}")
         try:
-            values = to_label_values(reqs)
             queries = tuple(render_external(b, namespace=namespace if b.namespaced else None,
-                                            metric_matchers=matchers, metric_values=values) for b in bindings)
+                                            metric_matchers=matchers) for b in bindings)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), queries, None)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_alternation
+from adapter.promql import PromQLError, check_label_name, matcher, one_of
 
 __all__ = [
     "OPERATORS",
@@ -286,16 +286,6 @@ def to_promql_matchers(requirements: Iterable[Requirement]) -> list[str]:
         else:
             result.append(one_of(label, req.values, negate=op == "notin"))
     return result
-
-
-def to_label_values(requirements: Iterable[Requirement]) -> tuple[tuple[str, str], ...]:
-    """``.LabelValuesByName`` entries for a selector, built as prometheus-adapter builds them
-    (pkg/naming/metrics_query.go, processQueryParts): each requirement's key maps to its values, sorted and joined
-    with ``|`` (``foo in (baz,bar)`` -> ``bar|baz``; ``exists`` -> empty). Unlike upstream, each value is
-    regex-escaped and string-escaped, so ``k=~"<<index .LabelValuesByName "k">>"`` matches exactly those values
-    and a value cannot change the query's shape."""
-    return tuple((req.key, quote(regex_alternation(sorted(set(req.values))))[1:-1] if req.values else "")
-                 for req in requirements)
 
 
 def to_label_selector(requirements: Iterable[Requirement]) -> dict[str, Any] | None:

@@ -24,12 +24,6 @@ externalRules:
 - seriesQuery: 'inference_queue_depth{namespace!="",queue!=""}'
   resources: {overrides: {namespace: {resource: namespace}}}
   metricsQuery: 'sum by (queue) (<<.Series>>{<<.LabelMatchers>>})'
-- seriesQuery: 'inference_queue_depth{namespace!="",queue!=""}'
-  name: {as: queue_depth_by_value}
-  resources: {overrides: {namespace: {resource: namespace}}}
-  metricsQuery: >-
-    sum by (queue) (<<.Series>>{queue=~"<<index .LabelValuesByName "queue">>",
-    namespace=~"<<index .LabelValuesByName "namespace">>"})
 - seriesQuery: 'cluster_gpu_pending_pods{pool!=""}'
   resources: {namespaced: false}
   metricsQuery: 'sum by (pool) (<<.Series>>{<<.LabelMatchers>>})'
@@ -66,7 +60,7 @@ def test_discovery_lists_external_metrics(external: tuple[AdapterProcess, Adapte
     listing = adapter.get(EXT).json()
     assert listing["kind"] == "APIResourceList" and listing["groupVersion"] == "external.metrics.k8s.io/v1beta1"
     names = sorted(r["name"] for r in listing["resources"])
-    assert names == ["cluster_gpu_pending_pods", "inference_queue_depth", "queue_depth_by_value"]
+    assert names == ["cluster_gpu_pending_pods", "inference_queue_depth"]
 
 
 def test_namespaced_external_metric_is_scoped_to_the_hpa_namespace(
@@ -114,15 +108,3 @@ def test_external_metric_path_parts_are_escaped(external: tuple[AdapterProcess, 
     assert hostile.status_code in (400, 404)
     assert hostile.json()["kind"] == "Status"
     assert "1000" not in hostile.text
-
-
-def test_label_values_by_name_carry_the_selectors_values(external: tuple[AdapterProcess, AdapterProcess]) -> None:
-    """<<index .LabelValuesByName "queue">> holds every value of the request's requirement on queue, as
-    prometheus-adapter builds it (pkg/naming/metrics_query.go): ``queue in (orders,refunds)`` -> orders|refunds."""
-    adapter, _ = external
-    body = adapter.get(f"{EXT}/namespaces/shop/queue_depth_by_value",
-                       labelSelector="queue in (refunds,orders)").json()
-    assert sorted((i["metricLabels"]["queue"], i["value"]) for i in body["items"]) == [("orders", "42"),
-                                                                                       ("refunds", "8")]
-    one = adapter.get(f"{EXT}/namespaces/shop/queue_depth_by_value", labelSelector="queue=orders").json()
-    assert [(i["metricLabels"]["queue"], i["value"]) for i in one["items"]] == [("orders", "42")]

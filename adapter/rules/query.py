@@ -17,28 +17,16 @@ from adapter.rules.queryargs import QueryArgs, regex_values, render_query
 
 
 def render_custom(
-    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
-    metric_values: Sequence[tuple[str, str]] = (),
+    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str]
 ) -> str:
-    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace`` (see ``custom_args``)."""
-    args = custom_args(binding, namespace=namespace, names=names, metric_matchers=metric_matchers,
-                       metric_values=metric_values)
-    return render_query(binding.rule.metrics_query, args)
-
-
-def custom_args(
-    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
-    metric_values: Sequence[tuple[str, str]] = (),
-) -> QueryArgs:
-    """The template arguments for ``names`` (objects of ``binding.group_resource``) in ``namespace``.
+    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace``.
 
     ``names=None`` asks for every object that has series: the object matcher becomes ``label!=""`` and
     ``.LabelValuesByName`` holds ``.+`` for the object label.
 
     ``metric_matchers`` are PromQL matchers already rendered with ``adapter.promql`` from the request's
-    ``metricLabelSelector``, and ``metric_values`` its ``.LabelValuesByName`` entries (``to_label_values``).
-    No namespace matcher is added when the binding has no namespace label (root-scoped objects; rules that match
-    objects by name alone); ``namespace`` is then ignored.
+    ``metricLabelSelector``. No namespace matcher is added when the binding has no namespace label (root-scoped
+    objects; rules that match objects by name alone); ``namespace`` is then ignored.
     """
     label = binding.resource_label
     if label is None:
@@ -50,7 +38,7 @@ def custom_args(
     matchers = list(metric_matchers)
     # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
     wants_values = "LabelValuesByName" in binding.rule.metrics_query.fields
-    values = dict(metric_values) if wants_values else {}
+    values = {label: regex_values(names) if names is not None else ".+"} if wants_values else {}
     try:
         if binding.namespace_label is not None and namespace is not None:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
@@ -59,31 +47,20 @@ def custom_args(
         matchers.append(one_of(label, names) if names is not None else matcher(label, "!=", ""))
     except PromQLError as exc:
         raise QueryError(str(exc)) from None
-    if wants_values:  # last, as upstream's Build sets it after the selector's and the namespace's
-        values[label] = regex_values(names) if names is not None else ".+"
-    return QueryArgs(binding.series, tuple(matchers), (label,), values)
+    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (label,), values))
 
 
-def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
-                    metric_values: Sequence[tuple[str, str]] = ()) -> str:
-    """The query for an external metric (see ``external_args``)."""
-    args = external_args(binding, namespace=namespace, metric_matchers=metric_matchers, metric_values=metric_values)
-    return render_query(binding.rule.metrics_query, args)
-
-
-def external_args(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
-                  metric_values: Sequence[tuple[str, str]] = ()) -> QueryArgs:
-    """The template arguments for an external metric: the selector's matchers and values, then the namespace's,
-    only for a namespaced rule with a label for it."""
+def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str]) -> str:
+    """The query for an external metric; the namespace matcher only for a namespaced rule with a label for it."""
     matchers = list(metric_matchers)
-    values: dict[str, str] = dict(metric_values)
+    values: dict[str, str] = {}
     if binding.namespace_label is not None and namespace is not None:
         try:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
         except PromQLError as exc:
             raise QueryError(str(exc)) from None
         values[binding.namespace_label] = regex_values([namespace])
-    return QueryArgs(binding.series, tuple(matchers), (), values)
+    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (), values))
 
 
 def result_object_name(binding: Binding, sample_labels: Mapping[str, str]) -> str | None:
