@@ -181,29 +181,13 @@ def test_include_appends_gpu_presets_after_own_rules() -> None:
     assert config.include == ("gpu-presets", "gpu-presets")
 
 
-# prometheus-adapter pkg/naming/metric_namer.go, NamersFromConfig: a missing 'matches' is ".*"; a missing 'as' is
-# "$0" without capture groups and "$1" with one; 'matches' also filters the series (an "is" series filter).
-NAME_CASES = [
-    # (name mapping, series name, metric name or None when the series is dropped)
-    ("{as: DCGM_FI_DEV_GPU_UTIL_AVG}", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_UTIL_AVG"),  # the EKS guide's rule
-    ("{as: bar}", "foo", "bar"),
-    ("{as: 'x_$0'}", "foo", "x_foo"),
-    ("{matches: '^(.*)_total$'}", "http_requests_total", "http_requests"),
-    ("{matches: '^(.*)_total$'}", "http_requests", None),
-    ("{matches: 'requests'}", "http_requests_total", "requests"),
-    ("{matches: '^(.*)_seconds_total$', as: '${1}_per_second'}", "cpu_seconds_total", "cpu_per_second"),
-    ("{}", "foo", "foo"),
-]
-
-
-@pytest.mark.parametrize(("name", "series", "metric"), NAME_CASES)
-def test_name_mapping_follows_prometheus_adapters_namer(name: str, series: str, metric: str | None) -> None:
+def test_as_without_matches_is_ignored_like_prometheus_adapter() -> None:
     config = parse_rules(
-        f"rules:\n- seriesQuery: 'foo{{pod!=\"\"}}'\n  name: {name}\n"
+        "rules:\n- seriesQuery: 'foo{pod!=\"\"}'\n  name: {as: bar}\n"
         "  resources: {template: <<.Resource>>}\n  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'\n",
         "rules.yaml",
     )
-    assert config.rules[0].metric_name(series) == metric
+    assert config.rules[0].metric_name("foo") == "foo"
 
 
 def _rule(body: str, *, key: str = "rules", before: int = 0) -> str:

@@ -187,11 +187,9 @@ class _Parser:
         data = self.mapping(raw, path, _NAME_KEYS) if raw is not None else {}
         matches = self.string(data.get("matches"), f"{path}.matches")
         as_ = self.string(data.get("as"), f"{path}.as")
-        if not matches and not as_:
-            return NameMapping()
-        # prometheus-adapter (pkg/naming/metric_namer.go, NamersFromConfig) matches a missing 'matches' as ".*",
-        # so 'as' alone renames every series of the rule: the EKS guide's {as: DCGM_FI_DEV_GPU_UTIL_AVG}.
-        pattern = self.regex(matches or ".*", f"{path}.matches")
+        if not matches:
+            return NameMapping()  # prometheus-adapter ignores 'as' without 'matches'; so do we
+        pattern = self.regex(matches, f"{path}.matches")
         if not as_:
             try:
                 as_ = default_as(pattern)
