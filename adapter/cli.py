@@ -203,6 +203,7 @@ def serve(
     metrics.watch_discovery(discovery)
     metrics.watch_query_cache(cache)
     metrics.watch_rules(rules)
+    metrics.watch_several_series(provider.series_conflicts)
     state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.current.external_rules),
                          metrics=metrics, rules=rules, auth=auth)
     if isinstance(resolver, KubeResolver):

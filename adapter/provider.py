@@ -7,6 +7,7 @@ or with a NaN/Inf sample, gets no value unless its rule opts into ``missingValue
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import time
@@ -32,7 +33,14 @@ from adapter.rules import (
     render_custom,
     render_external,
 )
-from adapter.selectors import Requirement, SelectorError, parse_selector, to_label_selector, to_promql_matchers
+from adapter.selectors import (
+    Requirement,
+    SelectorError,
+    parse_selector,
+    to_label_selector,
+    to_label_values,
+    to_promql_matchers,
+)
 from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
@@ -102,8 +110,9 @@ class Explanation:
 # ~15 us to look up. Bounded: an entry holds the names (shared strings) and the query text, ~30 KB at 1,500 pods.
 @lru_cache(maxsize=256)
 def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
-                       matchers: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers) for b in bindings)
+                       matchers: tuple[str, ...], values: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values)
+                 for b in bindings)
 
 
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
@@ -111,6 +120,41 @@ def _selector(text: str, what: str) -> tuple[Requirement, ...]:
         return parse_selector(text)
     except SelectorError as exc:
         raise bad_request(f"invalid {what}: {exc}") from None
+
+
+class SeveralSeries:
+    """Objects for which one rule's query returned several series: counted per rule, logged once per object.
+
+    ``totals`` maps (rule label, outcome) to a count, outcome ``agreed`` (the series had one value, served) or
+    ``conflict`` (they differed: the object got no value from that rule). The ``gpu_adapter_several_series_total``
+    self-metric reads it.
+    """
+
+    _LOGGED_MAX = 10_000  # objects remembered as logged; then the memory starts over (and may log again)
+
+    def __init__(self) -> None:
+        self.totals: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._logged: set[tuple[int, str | None, str]] = set()
+
+    def record(self, binding: Binding, namespace: str | None, name: str, count: int, agreed: bool) -> None:
+        rule = binding.rule
+        self.totals[rule_label(rule), "agreed" if agreed else "conflict"] += 1
+        key = (id(rule), namespace, name)
+        if key in self._logged:
+            return
+        if len(self._logged) >= self._LOGGED_MAX:
+            self._logged.clear()
+        self._logged.add(key)
+        where = f"{binding.group_resource} {namespace + '/' if namespace else ''}{name}"
+        if agreed:
+            log.warning("%s: its query returned %d series with one value for %s (metric %s); served that value. "
+                        "Aggregate by <<.GroupBy>> in metricsQuery to return one series per object.",
+                        rule.describe, count, where, binding.metric)
+        else:
+            log.warning("%s: its query returned %d series with different values for %s (metric %s); the object "
+                        "gets no value from this rule. Aggregate by <<.GroupBy>> in metricsQuery (e.g. "
+                        "avg by (<<.GroupBy>>) (...)) to return one series per object.",
+                        rule.describe, count, where, binding.metric)
 
 
 class Provider:
@@ -124,6 +168,7 @@ class Provider:
         self._queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
         self._catalogue = catalogue
         self._resolver = resolver or StandaloneResolver()
+        self.series_conflicts = SeveralSeries()
 
     def _current(self) -> Catalogue:
         catalogue = self._catalogue()
@@ -135,16 +180,17 @@ class Provider:
     async def custom(self, path: MetricPath, label_selector: str = "",
                      metric_label_selector: str = "") -> list[ObjectValue]:
         request = await self.plan_custom(path, label_selector, metric_label_selector)
-        return self._custom_items(request, await self._run(request.plan))
+        values, at = self._merge(request.plan, await self._run(request.plan), path.namespace)
+        return self._custom_items(request, values, at)
 
     async def explain_custom(self, path: MetricPath, label_selector: str = "",
                              metric_label_selector: str = "") -> Explanation:
         """What ``custom`` does for this request, step by step; planning errors raise as they do there."""
         request = await self.plan_custom(path, label_selector, metric_label_selector)
         results = await self._run(request.plan)
-        chosen, _ = self._merge(request.plan, results)
+        chosen, at = self._merge(request.plan, results, request.path.namespace)
         try:
-            items: list[ObjectValue] = self._custom_items(request, results)
+            items: list[ObjectValue] = self._custom_items(request, chosen, at)
             error = None
         except ApiError as exc:
             items, error = [], exc
@@ -173,13 +219,12 @@ class Provider:
             names = await self._resolver.names(gr, path.namespace, object_reqs)
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
-        plan = self._plan_custom(bindings, path.namespace, names, matchers)
+        plan = self._plan_custom(bindings, path.namespace, names, matchers, to_label_values(metric_reqs))
         return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
 
-    def _custom_items(self, request: CustomRequest, results: list[list[Sample]]) -> list[ObjectValue]:
-        """The merged values, with the first rule's missing-value policy; none at all is a 404."""
+    def _custom_items(self, request: CustomRequest, values: dict[str, Sample], at: float) -> list[ObjectValue]:
+        """The merged values (``_merge``), with the first rule's missing-value policy; none at all is a 404."""
         path, gr, plan = request.path, request.group_resource, request.plan
-        values, at = self._merge(plan, results)
         policy = plan.bindings[0].rule.missing_value
         wanted = plan.names if plan.names is not None else sorted(values)
         object_kind, object_api_version = kind(gr), api_version(gr)
@@ -203,10 +248,10 @@ class Provider:
         return binding.namespaced == (path.namespace is not None)
 
     def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
-                     matchers: list[str]) -> QueryPlan:
+                     matchers: list[str], values: tuple[tuple[str, str], ...]) -> QueryPlan:
         object_names = tuple(names) if names is not None else None
         try:
-            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers))
+            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), queries, object_names)
@@ -226,9 +271,15 @@ class Provider:
             log.error("query failed: %s (queries: %s)", exc, plan.queries)
             raise internal(f"unable to fetch metrics: {exc}") from None
 
-    @staticmethod
-    def _merge(plan: QueryPlan, results: list[list[Sample]]) -> tuple[dict[str, Sample], float]:
-        """Per object, the first rule with a finite sample wins; NaN and Inf count as no value."""
+    def _merge(self, plan: QueryPlan, results: list[list[Sample]], namespace: str | None,
+               ) -> tuple[dict[str, Sample], float]:
+        """Per object, the first rule with a usable value wins: exactly one finite sample for the object.
+
+        A sample whose namespace label names another namespace is another object's (a query that does not use
+        ``.LabelMatchers`` returns every namespace's). Several samples for one object under one rule (a query
+        that does not aggregate by ``.GroupBy``) give it that value when they all agree, and no value from this
+        rule when they differ: which one is right is not ours to guess. NaN and Inf count as no value.
+        """
         values: dict[str, Sample] = {}
         latest = 0.0
         for binding, samples in zip(plan.bindings, results, strict=True):
@@ -236,11 +287,30 @@ class Provider:
                 latest = max(latest, max(s.timestamp for s in samples))
             if binding.resource_label is None:
                 continue
-            # result_object_name, inlined: this runs once per sample (1,500 for a 1,500-pod selector).
-            label, isfinite = binding.resource_label, math.isfinite
+            # This runs once per sample (1,500 for a 1,500-pod selector): plain dict operations, no helper calls.
+            label, ns_label = binding.resource_label, binding.namespace_label if namespace is not None else None
+            first: dict[str, Sample] = {}
+            several: dict[str, list[Sample]] = {}
             for sample in samples:
-                name = sample.labels.get(label)
-                if name and name not in values and isfinite(sample.value):
+                labels = sample.labels
+                name = labels.get(label)
+                if not name or name in values:
+                    continue
+                if ns_label is not None and labels.get(ns_label, namespace) != namespace:
+                    continue
+                if name in first:
+                    several.setdefault(name, [first[name]]).append(sample)
+                else:
+                    first[name] = sample
+            isfinite = math.isfinite
+            for name, sample in first.items():
+                if several and name in several:
+                    group = several[name]
+                    agreed = isfinite(sample.value) and all(s.value == sample.value for s in group)
+                    self.series_conflicts.record(binding, namespace, name, len(group), agreed)
+                    if not agreed:
+                        continue
+                if isfinite(sample.value):
                     values[name] = sample
         return values, latest or time.time()
 
@@ -269,8 +339,9 @@ class Provider:
         if not bindings:
             raise ApiError(404, f"the server could not find the external metric {metric}")
         try:
+            values = to_label_values(reqs)
             queries = tuple(render_external(b, namespace=namespace if b.namespaced else None,
-                                            metric_matchers=matchers) for b in bindings)
+                                            metric_matchers=matchers, metric_values=values) for b in bindings)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), queries, None)

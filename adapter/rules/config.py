@@ -19,7 +19,7 @@ import yaml
 from adapter.promql import PromQLError, check_label_name
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
-from adapter.rules.naming import NameMapping, SeriesFilter, compile_regexp, default_as
+from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_regexp, default_as
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
 from adapter.rules.resources import GroupResource, ResourceError, is_known, normalise_resource
 from adapter.rules.samples import sample_args
@@ -187,9 +187,11 @@ class _Parser:
         data = self.mapping(raw, path, _NAME_KEYS) if raw is not None else {}
         matches = self.string(data.get("matches"), f"{path}.matches")
         as_ = self.string(data.get("as"), f"{path}.as")
-        if not matches:
-            return NameMapping()  # prometheus-adapter ignores 'as' without 'matches'; so do we
-        pattern = self.regex(matches, f"{path}.matches")
+        if not matches and not as_:
+            return NameMapping()  # the series name, unchanged
+        # As in prometheus-adapter (pkg/naming/metric_namer.go), a missing 'matches' is '.*': 'as' alone names
+        # every series of the rule, e.g. {as: DCGM_FI_DEV_GPU_UTIL_AVG}.
+        pattern = self.regex(matches, f"{path}.matches") if matches else ANY_NAME
         if not as_:
             try:
                 as_ = default_as(pattern)

@@ -2,13 +2,15 @@
 
 ``.LabelMatchers`` is built as prometheus-adapter builds it: the metric label selector's matchers, then the
 namespace matcher, then (custom metrics) the object matcher, ``="name"`` for one object or an escaped
-``=~"a|b"`` for several. ``.LabelValuesByName`` values are regex-escaped and string-escaped, ready for
-``label=~"<<.LabelValuesByName.label>>"``. Every rendered query is parsed before it is returned.
+``=~"a|b"`` for several. ``.LabelValuesByName`` holds the same parts by label, in the same order (a later part
+replacing an earlier one on the same label): the selector's values joined by ``|``, the namespace, the object
+names joined by ``|``; each value regex-escaped and string-escaped, ready for ``label=~"<<.LabelValuesByName.label>>"``.
+Every rendered query is parsed before it is returned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from adapter.promql import PromQLError, matcher, one_of
 from adapter.rules.catalogue import Binding
@@ -17,7 +19,8 @@ from adapter.rules.queryargs import QueryArgs, regex_values, render_query
 
 
 def render_custom(
-    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str]
+    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
+    metric_values: Iterable[tuple[str, str]] = (),
 ) -> str:
     """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace``.
 
@@ -25,7 +28,8 @@ def render_custom(
     ``.LabelValuesByName`` holds ``.+`` for the object label.
 
     ``metric_matchers`` are PromQL matchers already rendered with ``adapter.promql`` from the request's
-    ``metricLabelSelector``. No namespace matcher is added when the binding has no namespace label (root-scoped
+    ``metricLabelSelector``; ``metric_values`` its ``.LabelValuesByName`` entries (``selectors.to_label_values``).
+    No namespace matcher is added when the binding has no namespace label (root-scoped
     objects; rules that match objects by name alone); ``namespace`` is then ignored.
     """
     label = binding.resource_label
@@ -38,7 +42,7 @@ def render_custom(
     matchers = list(metric_matchers)
     # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
     wants_values = "LabelValuesByName" in binding.rule.metrics_query.fields
-    values = {label: regex_values(names) if names is not None else ".+"} if wants_values else {}
+    values = dict(metric_values) if wants_values else {}
     try:
         if binding.namespace_label is not None and namespace is not None:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
@@ -47,13 +51,16 @@ def render_custom(
         matchers.append(one_of(label, names) if names is not None else matcher(label, "!=", ""))
     except PromQLError as exc:
         raise QueryError(str(exc)) from None
+    if wants_values:
+        values[label] = regex_values(names) if names is not None else ".+"
     return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (label,), values))
 
 
-def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str]) -> str:
+def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
+                    metric_values: Iterable[tuple[str, str]] = ()) -> str:
     """The query for an external metric; the namespace matcher only for a namespaced rule with a label for it."""
     matchers = list(metric_matchers)
-    values: dict[str, str] = {}
+    values = dict(metric_values)
     if binding.namespace_label is not None and namespace is not None:
         try:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
