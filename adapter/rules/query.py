@@ -22,15 +22,28 @@ def render_custom(
     binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
     metric_values: Iterable[tuple[str, str]] = (),
 ) -> str:
-    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace``.
+    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace`` (see ``custom_args``)."""
+    # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
+    with_values = "LabelValuesByName" in binding.rule.metrics_query.fields
+    args = custom_args(binding, namespace=namespace, names=names, metric_matchers=metric_matchers,
+                       metric_values=metric_values, with_values=with_values)
+    return render_query(binding.rule.metrics_query, args)
+
+
+def custom_args(
+    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
+    metric_values: Iterable[tuple[str, str]] = (), with_values: bool = True, extra_group_by: Sequence[str] = (),
+) -> QueryArgs:
+    """The template arguments for ``names`` in ``namespace`` (prometheus-adapter's ``metricsQuery.Build``).
 
     ``names=None`` asks for every object that has series: the object matcher becomes ``label!=""`` and
     ``.LabelValuesByName`` holds ``.+`` for the object label.
 
     ``metric_matchers`` are PromQL matchers already rendered with ``adapter.promql`` from the request's
     ``metricLabelSelector``; ``metric_values`` its ``.LabelValuesByName`` entries (``selectors.to_label_values``).
-    No namespace matcher is added when the binding has no namespace label (root-scoped
-    objects; rules that match objects by name alone); ``namespace`` is then ignored.
+    No namespace matcher is added when the binding has no namespace label (root-scoped objects; rules that match
+    objects by name alone); ``namespace`` is then ignored. ``extra_group_by`` follows the object label in
+    ``.GroupBy`` (upstream's ``extraGroupBy``; no request sets it).
     """
     label = binding.resource_label
     if label is None:
@@ -40,25 +53,32 @@ def render_custom(
     if binding.namespace_label is not None and namespace is None:
         raise QueryError(f"{binding.group_resource} are namespaced: the request must name a namespace")
     matchers = list(metric_matchers)
-    # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
-    wants_values = "LabelValuesByName" in binding.rule.metrics_query.fields
-    values = dict(metric_values) if wants_values else {}
+    values = dict(metric_values) if with_values else {}
     try:
         if binding.namespace_label is not None and namespace is not None:
             matchers.append(matcher(binding.namespace_label, "=", namespace))
-            if wants_values:
+            if with_values:
                 values[binding.namespace_label] = regex_values([namespace])
         matchers.append(one_of(label, names) if names is not None else matcher(label, "!=", ""))
     except PromQLError as exc:
         raise QueryError(str(exc)) from None
-    if wants_values:
+    if with_values:
         values[label] = regex_values(names) if names is not None else ".+"
-    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (label,), values))
+    return QueryArgs(binding.series, tuple(matchers), (label, *extra_group_by), values)
 
 
 def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
                     metric_values: Iterable[tuple[str, str]] = ()) -> str:
-    """The query for an external metric; the namespace matcher only for a namespaced rule with a label for it."""
+    """The query for an external metric (see ``external_args``)."""
+    args = external_args(binding, namespace=namespace, metric_matchers=metric_matchers, metric_values=metric_values)
+    return render_query(binding.rule.metrics_query, args)
+
+
+def external_args(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
+                  metric_values: Iterable[tuple[str, str]] = (), group_by: Sequence[str] = ()) -> QueryArgs:
+    """The template arguments for an external metric (upstream's ``BuildExternal``): the selector's matchers, then
+    the namespace matcher, only for a namespaced rule with a label for it. ``.GroupBy`` is ``group_by``, which no
+    request sets (upstream's ``QueryForExternalSeries`` passes none either)."""
     matchers = list(metric_matchers)
     values = dict(metric_values)
     if binding.namespace_label is not None and namespace is not None:
@@ -67,7 +87,7 @@ def render_external(binding: Binding, *, namespace: str | None, metric_matchers:
         except PromQLError as exc:
             raise QueryError(str(exc)) from None
         values[binding.namespace_label] = regex_values([namespace])
-    return render_query(binding.rule.metrics_query, QueryArgs(binding.series, tuple(matchers), (), values))
+    return QueryArgs(binding.series, tuple(matchers), tuple(group_by), values)
 
 
 def result_object_name(binding: Binding, sample_labels: Mapping[str, str]) -> str | None:
