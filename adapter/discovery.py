@@ -52,12 +52,16 @@ class Discovery:
         self._wake.set()
 
     @property
+    def longest_scrape_interval_s(self) -> float:
+        """The longest scrape interval among Prometheus' active targets at the last relist (1m when unknown)."""
+        return self.scrape_intervals[-1] if self.scrape_intervals else DEFAULT_SCRAPE_INTERVAL_S
+
+    @property
     def look_back_s(self) -> float:
         """The window of the next relist's series queries, ending at the time of the query."""
         if self.max_age_s is not None:
             return self.max_age_s
-        longest = self.scrape_intervals[-1] if self.scrape_intervals else DEFAULT_SCRAPE_INTERVAL_S
-        return self.interval_s + longest
+        return self.interval_s + self.longest_scrape_interval_s
 
     @property
     def ready(self) -> bool:

@@ -30,9 +30,10 @@ from adapter.rules import (
     api_version,
     kind,
     normalise_resource,
-    render_custom,
-    render_external,
 )
+from adapter.rules.freshness import freshness_query
+from adapter.rules.query import custom_args, external_args
+from adapter.rules.queryargs import render_query
 from adapter.selectors import (
     Requirement,
     SelectorError,
@@ -77,6 +78,17 @@ class QueryPlan:
     bindings: tuple[Binding, ...]
     queries: tuple[str, ...]
     names: tuple[str, ...] | None  # None: every object with series
+    # Per binding, the query saying which objects' samples are recent enough (None: the rule's query cannot
+    # answer from samples older than the limit; see adapter.rules.freshness).
+    freshness: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Prometheus' answers to a plan: per binding, the samples and (where asked) the freshness samples."""
+
+    samples: list[list[Sample]]
+    fresh: list[list[Sample] | None]
 
 
 @dataclass(frozen=True)
@@ -110,9 +122,21 @@ class Explanation:
 # ~15 us to look up. Bounded: an entry holds the names (shared strings) and the query text, ~30 KB at 1,500 pods.
 @lru_cache(maxsize=256)
 def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
-                       matchers: tuple[str, ...], values: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values)
-                 for b in bindings)
+                       matchers: tuple[str, ...], values: tuple[tuple[str, str], ...], max_age_s: float | None,
+                       ) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    queries, freshness = [], []
+    for b in bindings:
+        args = custom_args(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values,
+                           with_values="LabelValuesByName" in b.rule.metrics_query.fields)
+        queries.append(render_query(b.rule.metrics_query, args))
+        stale_possible = max_age_s is not None and b.rule.lookback_s > max_age_s
+        by = (b.resource_label,) if b.namespace_label is None else (b.resource_label, b.namespace_label)
+        freshness.append(freshness_query(b.series, args.label_matchers, by, max_age_s) if stale_possible else None)
+    return tuple(queries), tuple(freshness)
+
+
+def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
+    return any(all(f.labels.get(k, v) == v for k, v in labels.items()) for f in series)
 
 
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
@@ -164,11 +188,13 @@ class Provider:
     """
 
     def __init__(self, queries: QueryCache | PrometheusClient, catalogue: Callable[[], Catalogue | None],
-                 resolver: ObjectResolver | None = None) -> None:
+                 resolver: ObjectResolver | None = None, max_sample_age: Callable[[], float | None] = lambda: None,
+                 ) -> None:
         self._queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
         self._catalogue = catalogue
         self._resolver = resolver or StandaloneResolver()
         self.series_conflicts = SeveralSeries()
+        self._max_sample_age = max_sample_age  # seconds; None: no limit
 
     def _current(self) -> Catalogue:
         catalogue = self._catalogue()
@@ -187,15 +213,15 @@ class Provider:
                              metric_label_selector: str = "") -> Explanation:
         """What ``custom`` does for this request, step by step; planning errors raise as they do there."""
         request = await self.plan_custom(path, label_selector, metric_label_selector)
-        results = await self._run(request.plan)
-        chosen, at = self._merge(request.plan, results, request.path.namespace)
+        answers = await self._run(request.plan)
+        chosen, at = self._merge(request.plan, answers, request.path.namespace)
         try:
             items: list[ObjectValue] = self._custom_items(request, chosen, at)
             error = None
         except ApiError as exc:
             items, error = [], exc
-        return Explanation(request.plan, label_selector, tuple(tuple(r) for r in results), chosen, tuple(items),
-                           error)
+        return Explanation(request.plan, label_selector, tuple(tuple(r) for r in answers.samples), chosen,
+                           tuple(items), error)
 
     async def plan_custom(self, path: MetricPath, label_selector: str = "",
                           metric_label_selector: str = "") -> CustomRequest:
@@ -251,42 +277,49 @@ class Provider:
                      matchers: list[str], values: tuple[tuple[str, str], ...]) -> QueryPlan:
         object_names = tuple(names) if names is not None else None
         try:
-            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values)
+            queries, freshness = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values,
+                                                    self._max_sample_age())
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        return QueryPlan(tuple(bindings), queries, object_names)
+        return QueryPlan(tuple(bindings), queries, object_names, freshness)
 
-    async def _run(self, plan: QueryPlan) -> list[list[Sample]]:
+    async def _run(self, plan: QueryPlan) -> Answers:
+        extra = [(b, q) for b, q in zip(plan.bindings, plan.freshness, strict=False) if q is not None]
         if promql_log.isEnabledFor(logging.DEBUG):
-            for query in plan.queries:
+            for query in (*plan.queries, *(q for _, q in extra)):
                 promql_log.debug("PromQL: %s", query)
         try:
-            if len(plan.queries) == 1:  # the usual case: no task per query (a cache hit then never yields)
-                return [await self._queries.query(plan.queries[0], rule_label(plan.bindings[0].rule))]
-            return list(await asyncio.gather(*(self._queries.query(q, rule_label(b.rule))
-                                               for b, q in zip(plan.bindings, plan.queries, strict=True))))
+            if len(plan.queries) == 1 and not extra:  # the usual case: no task (a cache hit then never yields)
+                return Answers([await self._queries.query(plan.queries[0], rule_label(plan.bindings[0].rule))], [None])
+            found = list(await asyncio.gather(*(self._queries.query(q, rule_label(b.rule)) for b, q in
+                                                (*zip(plan.bindings, plan.queries, strict=True), *extra))))
         except PrometheusUnavailable as exc:
             raise unavailable(f"unable to fetch metrics: {exc}") from None
         except QueryFailed as exc:
             log.error("query failed: %s (queries: %s)", exc, plan.queries)
             raise internal(f"unable to fetch metrics: {exc}") from None
+        fresh_found = iter(found[len(plan.queries):])
+        fresh = [next(fresh_found) if i < len(plan.freshness) and plan.freshness[i] is not None else None
+                 for i in range(len(plan.queries))]
+        return Answers(found[:len(plan.queries)], fresh)
 
-    def _merge(self, plan: QueryPlan, results: list[list[Sample]], namespace: str | None,
-               ) -> tuple[dict[str, Sample], float]:
+    def _merge(self, plan: QueryPlan, answers: Answers, namespace: str | None) -> tuple[dict[str, Sample], float]:
         """Per object, the first rule with a usable value wins: exactly one finite sample for the object.
 
         A sample whose namespace label names another namespace is another object's (a query that does not use
         ``.LabelMatchers`` returns every namespace's). Several samples for one object under one rule (a query
         that does not aggregate by ``.GroupBy``) give it that value when they all agree, and no value from this
-        rule when they differ: which one is right is not ours to guess. NaN and Inf count as no value.
+        rule when they differ: which one is right is not ours to guess. NaN and Inf count as no value, and so does
+        a value whose object's series have no sample within the sample-age limit (where the plan asked).
         """
         values: dict[str, Sample] = {}
         latest = 0.0
-        for binding, samples in zip(plan.bindings, results, strict=True):
+        for binding, samples, fresh in zip(plan.bindings, answers.samples, answers.fresh, strict=True):
             if samples:
                 latest = max(latest, max(s.timestamp for s in samples))
             if binding.resource_label is None:
                 continue
+            recent = None if fresh is None else {s.labels.get(binding.resource_label) for s in fresh}
             # This runs once per sample (1,500 for a 1,500-pod selector): plain dict operations, no helper calls.
             label, ns_label = binding.resource_label, binding.namespace_label if namespace is not None else None
             first: dict[str, Sample] = {}
@@ -310,7 +343,7 @@ class Provider:
                     self.series_conflicts.record(binding, namespace, name, len(group), agreed)
                     if not agreed:
                         continue
-                if isfinite(sample.value):
+                if isfinite(sample.value) and (recent is None or name in recent):
                     values[name] = sample
         return values, latest or time.time()
 
@@ -321,13 +354,13 @@ class Provider:
 
     async def explain_external(self, namespace: str, metric: str, label_selector: str = "") -> Explanation:
         plan = self.plan_external(namespace, metric, label_selector)
-        results = await self._run(plan)
+        answers = await self._run(plan)
         try:
-            items: list[ExternalValue] = self._external_items(plan, metric, results)
+            items: list[ExternalValue] = self._external_items(plan, metric, answers)
             error = None
         except ApiError as exc:
             items, error = [], exc
-        return Explanation(plan, label_selector, tuple(tuple(r) for r in results), {}, tuple(items), error)
+        return Explanation(plan, label_selector, tuple(tuple(r) for r in answers.samples), {}, tuple(items), error)
 
     def plan_external(self, namespace: str, metric: str, label_selector: str = "") -> QueryPlan:
         reqs = _selector(label_selector, "labelSelector")
@@ -338,19 +371,29 @@ class Provider:
         bindings = self._current().external_lookup(metric)
         if not bindings:
             raise ApiError(404, f"the server could not find the external metric {metric}")
+        values, max_age_s = to_label_values(reqs), self._max_sample_age()
+        queries, freshness = [], []
         try:
-            values = to_label_values(reqs)
-            queries = tuple(render_external(b, namespace=namespace if b.namespaced else None,
-                                            metric_matchers=matchers, metric_values=values) for b in bindings)
+            for b in bindings:
+                args = external_args(b, namespace=namespace if b.namespaced else None, metric_matchers=matchers,
+                                     metric_values=values)
+                queries.append(render_query(b.rule.metrics_query, args))
+                stale_possible = max_age_s is not None and b.rule.lookback_s > max_age_s
+                freshness.append(freshness_query(b.series, args.label_matchers, (), max_age_s)
+                                 if stale_possible else None)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        return QueryPlan(tuple(bindings), queries, None)
+        return QueryPlan(tuple(bindings), tuple(queries), None, tuple(freshness))
 
     @staticmethod
-    def _external_items(plan: QueryPlan, metric: str, results: list[list[Sample]]) -> list[ExternalValue]:
-        """The first rule's finite samples (or a 0 under ``missingValue: zero``); none at all is a 404."""
-        items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value)
-                 for s in results[0] if math.isfinite(s.value)]
+    def _external_items(plan: QueryPlan, metric: str, answers: Answers) -> list[ExternalValue]:
+        """The first rule's finite, recent samples (or a 0 under ``missingValue: zero``); none at all is a 404.
+
+        Where the plan asked for freshness, an item is recent when one of the rule's series that agrees with it on
+        the labels they share has a sample within the limit."""
+        fresh = answers.fresh[0]
+        items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value) for s in answers.samples[0]
+                 if math.isfinite(s.value) and (fresh is None or _agrees_with_any(s.labels, fresh))]
         if not items and plan.bindings[0].rule.missing_value == MissingValue.ZERO:
             items = [ExternalValue(metric, {}, time.time(), 0.0)]
         if not items:
