@@ -1,7 +1,8 @@
 """From a parsed request to values: find the rules, render PromQL, query Prometheus, apply the value policy.
 
 The custom and external APIs share this one engine. Nothing here invents a value: an object without a sample,
-or with a NaN/Inf sample, gets no value unless its rule opts into ``missingValue: zero``.
+with a NaN/Inf sample, with several series that disagree, or whose samples are older than ``--max-sample-age``
+gets no value (unless its rule opts into ``missingValue: zero``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from adapter.rules import (
 )
 from adapter.rules.freshness import freshness_query
 from adapter.rules.query import custom_args, external_args
-from adapter.rules.queryargs import render_query
+from adapter.rules.queryargs import QueryArgs, render_query
 from adapter.selectors import (
     Requirement,
     SelectorError,
@@ -129,10 +130,16 @@ def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, nam
         args = custom_args(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values,
                            with_values="LabelValuesByName" in b.rule.metrics_query.fields)
         queries.append(render_query(b.rule.metrics_query, args))
-        stale_possible = max_age_s is not None and b.rule.lookback_s > max_age_s
         by = (b.resource_label,) if b.namespace_label is None else (b.resource_label, b.namespace_label)
-        freshness.append(freshness_query(b.series, args.label_matchers, by, max_age_s) if stale_possible else None)
+        freshness.append(_freshness(b, args, by, max_age_s))
     return tuple(queries), tuple(freshness)
+
+
+def _freshness(binding: Binding, args: QueryArgs, by: tuple[str, ...], max_age_s: float | None) -> str | None:
+    """The freshness query for a rule whose query can answer from samples older than the limit, else None."""
+    if max_age_s is None or binding.rule.lookback_s <= max_age_s:
+        return None
+    return freshness_query(binding.series, args.label_matchers, by, max_age_s)
 
 
 def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
@@ -321,31 +328,60 @@ class Provider:
                 continue
             recent = None if fresh is None else {s.labels.get(binding.resource_label) for s in fresh}
             # This runs once per sample (1,500 for a 1,500-pod selector): plain dict operations, no helper calls.
-            label, ns_label = binding.resource_label, binding.namespace_label if namespace is not None else None
-            first: dict[str, Sample] = {}
-            several: dict[str, list[Sample]] = {}
-            for sample in samples:
-                labels = sample.labels
-                name = labels.get(label)
-                if not name or name in values:
-                    continue
-                if ns_label is not None and labels.get(ns_label, namespace) != namespace:
-                    continue
-                if name in first:
-                    several.setdefault(name, [first[name]]).append(sample)
-                else:
-                    first[name] = sample
+            mine, usable = self._objects(binding, samples, values, namespace)
+            if usable and recent is None:
+                values.update(mine)  # the usual case: one finite sample per object
+                continue
             isfinite = math.isfinite
-            for name, sample in first.items():
-                if several and name in several:
-                    group = several[name]
-                    agreed = isfinite(sample.value) and all(s.value == sample.value for s in group)
-                    self.series_conflicts.record(binding, namespace, name, len(group), agreed)
-                    if not agreed:
-                        continue
+            for name, sample in mine.items():
                 if isfinite(sample.value) and (recent is None or name in recent):
                     values[name] = sample
         return values, latest or time.time()
+
+    def _objects(self, binding: Binding, samples: list[Sample], taken: dict[str, Sample], namespace: str | None,
+                 ) -> tuple[dict[str, Sample], bool]:
+        """One rule's sample per object (objects in ``taken`` excluded), and whether every one is finite.
+
+        Runs once per sample (1,500 for a 1,500-pod selector), so the common case is one plain loop; several
+        samples for one object show as fewer objects than samples, and only then are they looked at again."""
+        label = binding.resource_label
+        # A query whose template uses .LabelMatchers already asked for the namespace: no check per sample.
+        ns_label = binding.namespace_label if namespace is not None and not binding.filters_namespace else None
+        mine: dict[str, Sample] = {}
+        skipped, finite, isfinite = 0, True, math.isfinite
+        for sample in samples:
+            labels = sample.labels
+            name = labels.get(label)  # type: ignore[arg-type]
+            if not name or name in taken or (ns_label is not None and labels.get(ns_label, namespace) != namespace):
+                skipped += 1
+                continue
+            mine[name] = sample
+            if not isfinite(sample.value):
+                finite = False
+        if len(samples) - skipped != len(mine):
+            finite = finite and self._settle_several(binding, samples, mine, namespace)
+        return mine, finite
+
+    def _settle_several(self, binding: Binding, samples: list[Sample], mine: dict[str, Sample],
+                        namespace: str | None) -> bool:
+        """Objects of ``mine`` with several samples keep them when all agree, else leave ``mine``; True."""
+        label = binding.resource_label
+        groups: dict[str, list[Sample]] = {}
+        for sample in samples:
+            name = sample.labels.get(label)  # type: ignore[arg-type]
+            if name in mine and (binding.filters_namespace or namespace is None or binding.namespace_label is None
+                                 or sample.labels.get(binding.namespace_label, namespace) == namespace):
+                groups.setdefault(name, []).append(sample)
+        for name, group in groups.items():
+            if len(group) == 1:
+                continue
+            agreed = math.isfinite(group[0].value) and all(s.value == group[0].value for s in group)
+            self.series_conflicts.record(binding, namespace, name, len(group), agreed)
+            if agreed:
+                mine[name] = group[0]
+            else:
+                del mine[name]
+        return True
 
     # -- external.metrics.k8s.io -----------------------------------------------------------------------
     async def external(self, namespace: str, metric: str, label_selector: str = "") -> list[ExternalValue]:
@@ -378,9 +414,7 @@ class Provider:
                 args = external_args(b, namespace=namespace if b.namespaced else None, metric_matchers=matchers,
                                      metric_values=values)
                 queries.append(render_query(b.rule.metrics_query, args))
-                stale_possible = max_age_s is not None and b.rule.lookback_s > max_age_s
-                freshness.append(freshness_query(b.series, args.label_matchers, (), max_age_s)
-                                 if stale_possible else None)
+                freshness.append(_freshness(b, args, (), max_age_s))
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), tuple(queries), None, tuple(freshness))

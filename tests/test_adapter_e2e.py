@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.adapter_process import AdapterProcess
+from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
@@ -250,23 +250,10 @@ def test_health_and_openapi(stack: tuple) -> None:
 
 def test_kubectl_get_raw_against_the_adapter(stack: tuple) -> None:
     adapter, _, tmp = stack
-    kubectl = str(Path(__file__).parents[1] / ".tools/bin/kubectl")
-    if not os.path.exists(kubectl):
-        pytest.fail("kubectl missing: run scripts/install-tools.sh (make test does)")
-    kubeconfig = tmp / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "adapter",
-        "clusters": [{"name": "adapter", "cluster": {"server": adapter.url, "insecure-skip-tls-verify": True}}],
-        "contexts": [{"name": "adapter", "context": {"cluster": "adapter", "user": "nobody"}}],
-        "users": [{"name": "nobody", "user": {"token": "not-checked-without-auth"}}]}))
-    out = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw",
-                          "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL"],
-                         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    out = kubectl_get_raw(adapter.url, tmp, f"{BASE}/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL")
     assert out.returncode == 0, out.stderr
     assert {i["describedObject"]["name"] for i in json.loads(out.stdout)["items"]} == {"infer-0", "infer-1"}
-    out = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw",
-                          "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/infer-0/nope"],
-                         capture_output=True, text=True, timeout=30)
+    out = kubectl_get_raw(adapter.url, tmp, f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/nope")
     assert out.returncode != 0
     assert "the server could not find the metric nope for pods infer-0" in out.stderr
 

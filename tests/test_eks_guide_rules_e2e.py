@@ -7,7 +7,6 @@ prometheus-adapter-values.yaml).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.adapter_process import AdapterProcess
+from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
@@ -88,17 +88,7 @@ def guide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterPro
 
 
 def kubectl_raw(adapter: AdapterProcess, tmp: Path, path: str) -> subprocess.CompletedProcess[str]:
-    kubectl = str(Path(__file__).parents[1] / ".tools/bin/kubectl")
-    if not os.path.exists(kubectl):
-        pytest.fail("kubectl missing: run scripts/install-tools.sh (make test does)")
-    kubeconfig = tmp / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "adapter",
-        "clusters": [{"name": "adapter", "cluster": {"server": adapter.url, "insecure-skip-tls-verify": True}}],
-        "contexts": [{"name": "adapter", "context": {"cluster": "adapter", "user": "nobody"}}],
-        "users": [{"name": "nobody", "user": {"token": "not-checked-without-auth"}}]}))
-    return subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw", path],
-                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    return kubectl_get_raw(adapter.url, tmp, path)
 
 
 def test_the_guide_lists_its_metrics_under_their_as_names(guide) -> None:

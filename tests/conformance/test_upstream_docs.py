@@ -37,16 +37,7 @@ rules:
   metricsQuery: "sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\\"POD\\"}[2m])) by (<<.GroupBy>>)"
 """
 
-SAMPLE_CONFIG_YAML = """
-rules:
-- seriesQuery: '{__name__=~"^container_.*",container!="POD",namespace!="",pod!=""}'
-  resources:
-    overrides:
-      namespace: {resource: "namespace"}
-      pod: {resource: "pod"}
-  name:
-    matches: "^container_(.*)_seconds_total$"
-  metricsQuery: "sum(rate(<<.Series>>{<<.LabelMatchers>>,container!=\\"POD\\"}[2m])) by (<<.GroupBy>>)"
+SAMPLE_CONFIG_YAML = CADVISOR_SECONDS_RULE + """\
 - seriesQuery: '{__name__=~"^container_.*_total",container!="POD",namespace!="",pod!=""}'
   resources:
     overrides:
