@@ -52,7 +52,7 @@ def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[],
     """``--max-sample-age`` for the provider: the flag's value (0: no limit), else 3 scrape intervals as last read."""
     if flag_s is not None:
         return lambda: flag_s or None
-    return lambda: 3 * discovery.longest_scrape_interval_s
+    return lambda: discovery.default_max_sample_age_s
 
 
 def parse_duration(text: str, flag: str) -> float:
