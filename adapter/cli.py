@@ -8,7 +8,8 @@ import logging
 import re
 import ssl
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 import typer
@@ -29,6 +30,9 @@ from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
 from adapter.serving import server_context, uvicorn_config
 from adapter.standalone import StandaloneObjects
 
+if TYPE_CHECKING:
+    from adapter.discovery import Discovery
+
 log = logging.getLogger("adapter")
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
@@ -41,6 +45,19 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 class UsageError(Exception):
     pass
+
+
+MaxSampleAge = Annotated[str | None, typer.Option("--max-sample-age", help=(
+    "A value whose newest underlying sample is older than this is no value, as NaN is (checked only for rules "
+    "whose query reaches further back, e.g. avg_over_time(x[5m])); 0 disables; default: 3 times the longest "
+    "scrape interval Prometheus reports (1m when it reports none)."))]
+
+
+def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[], float | None]:
+    """``--max-sample-age`` for the provider: the flag's value (0: no limit), else 3 scrape intervals as last read."""
+    if flag_s is not None:
+        return lambda: flag_s or None
+    return lambda: discovery.default_max_sample_age_s
 
 
 def parse_duration(text: str, flag: str) -> float:
@@ -154,6 +171,7 @@ def serve(
     metrics_max_age: Annotated[str | None, typer.Option(
         "--metrics-max-age", help="Look-back for series discovery (at least the relist interval); default: the "
         "relist interval plus the longest scrape interval Prometheus reports (1m when it reports none).")] = None,
+    max_sample_age: MaxSampleAge = None,
     prometheus_verb: Verb = "POST",
     prometheus_timeout: Timeout = "5s",
     prometheus_token_file: TokenFile = None,
@@ -227,6 +245,7 @@ def serve(
     max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else None
     if max_age is not None and max_age < relist:
         raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
+    sample_age = parse_duration_or_zero(max_sample_age, "--max-sample-age") if max_sample_age else None
     api_client = load_api_client(kubeconfig)
     resources = _resource_discovery(api_client, parse_duration_or_zero(discovery_interval, "--discovery-interval"))
     rules = RulesSource.load(config, interval_s=reload_interval)
@@ -255,10 +274,11 @@ def serve(
             tolerate_lookup_failure=authentication_tolerate_lookup_failure,
             always_allow_paths=_csv(authorization_always_allow_paths), anonymous=anonymous_auth), api_client)
         asyncio.run(auth.load())
-    provider = Provider(cache, lambda: discovery.catalogue, resolver)
+    provider = Provider(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age))
     metrics.watch_discovery(discovery)
     metrics.watch_query_cache(cache)
     metrics.watch_rules(rules)
+    metrics.watch_several_series(provider.series_conflicts)
     state = AdapterState(client, discovery, provider, serve_external=lambda: bool(rules.current.external_rules),
                          metrics=metrics, rules=rules, auth=auth)
     if resources is not None:

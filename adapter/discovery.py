@@ -24,6 +24,8 @@ log = logging.getLogger("adapter.discovery")
 
 # Prometheus' own default scrape_interval: assumed when the active targets do not say (none, or no targets API).
 DEFAULT_SCRAPE_INTERVAL_S = 60.0
+# A value whose newest sample is older than this many scrape intervals is stale (--max-sample-age's default).
+SAMPLE_AGE_SCRAPES = 3
 
 
 class Discovery:
@@ -52,12 +54,21 @@ class Discovery:
         self._wake.set()
 
     @property
+    def longest_scrape_interval_s(self) -> float:
+        """The longest scrape interval among Prometheus' active targets at the last relist (1m when unknown)."""
+        return self.scrape_intervals[-1] if self.scrape_intervals else DEFAULT_SCRAPE_INTERVAL_S
+
+    @property
+    def default_max_sample_age_s(self) -> float:
+        """``--max-sample-age`` when not given: 3 scrape intervals (the longest, as read at the last relist)."""
+        return SAMPLE_AGE_SCRAPES * self.longest_scrape_interval_s
+
+    @property
     def look_back_s(self) -> float:
         """The window of the next relist's series queries, ending at the time of the query."""
         if self.max_age_s is not None:
             return self.max_age_s
-        longest = self.scrape_intervals[-1] if self.scrape_intervals else DEFAULT_SCRAPE_INTERVAL_S
-        return self.interval_s + longest
+        return self.interval_s + self.longest_scrape_interval_s
 
     @property
     def ready(self) -> bool:

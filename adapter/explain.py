@@ -113,7 +113,9 @@ async def explain_live(prometheus: PrometheusConfig, rules: RulesConfig, path: s
         discovery = Discovery(client, lambda: rules, max_age_s=max_age_s)
         if not await discovery.relist():
             raise ApiError(503, f"cannot list series from {prometheus.url}: {discovery.last_error}")
-        provider = Provider(client, lambda: discovery.catalogue, resolver)
+        # The sample-age limit `serve` applies by default (--max-sample-age): 3 scrape intervals.
+        provider = Provider(client, lambda: discovery.catalogue, resolver,
+                            max_sample_age=lambda: discovery.default_max_sample_age_s)
         return await explain(provider, path, label_selector, metric_label_selector)
     finally:
         await client.aclose()
@@ -139,6 +141,7 @@ def _rules(found: Explanation) -> list[dict[str, Any]]:
             "metricsQuery": rule.metrics_query.source, "missingValue": rule.missing_value.value,
             "series": binding.series, "resourceLabel": binding.resource_label,
             "namespaceLabel": binding.namespace_label, "promql": promql,
+            "freshnessPromql": found.plan.freshness[i] if i < len(found.plan.freshness) else None,
             "samples": [_sample(found, binding, i, s) for s in samples]})
     return rules
 
@@ -150,8 +153,9 @@ def _sample(found: Explanation, binding: Binding, index: int, sample: Sample) ->
         name = result_object_name(binding, sample.labels)
         entry["object"] = name
         entry["used"] = name is not None and found.chosen.get(name) is sample
-    else:  # external: the first rule's finite samples are the items
-        entry["used"] = index == 0 and sample.finite
+    else:  # external: the first rule's finite (and recent) samples are the items
+        entry["used"] = index == 0 and any(item.labels == sample.labels and item.value == sample.value
+                                           for item in found.items if isinstance(item, ExternalValue))
     return entry
 
 
@@ -187,6 +191,8 @@ def render_text(console: Console, report: dict[str, Any]) -> None:
             p(f"  name:         matches {escape(rule['name']['matches'])} as {escape(rule['name']['as'])}")
         p(f"  metricsQuery: {escape(rule['metricsQuery'])}")
         p(f"  PromQL:       {escape(rule['promql'])}")
+        if rule.get("freshnessPromql"):
+            p(f"  freshness:    {escape(rule['freshnessPromql'])}  (objects without a row: samples too old)")
         p(f"  Prometheus answered {len(rule['samples'])} sample(s)")
         for s in rule["samples"]:
             mark = "[green]used[/green]" if s["used"] else "[dim]unused[/dim]"

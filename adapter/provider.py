@@ -1,12 +1,14 @@
 """From a parsed request to values: find the rules, render PromQL, query Prometheus, apply the value policy.
 
 The custom and external APIs share this one engine. Nothing here invents a value: an object without a sample,
-or with a NaN/Inf sample, gets no value unless its rule opts into ``missingValue: zero``.
+with a NaN/Inf sample, with several series that disagree, or whose samples are older than ``--max-sample-age``
+gets no value (unless its rule opts into ``missingValue: zero``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import time
@@ -29,10 +31,18 @@ from adapter.rules import (
     api_version,
     kind,
     normalise_resource,
-    render_custom,
-    render_external,
 )
-from adapter.selectors import Requirement, SelectorError, parse_selector, to_label_selector, to_promql_matchers
+from adapter.rules.freshness import freshness_query
+from adapter.rules.query import custom_args, external_args
+from adapter.rules.queryargs import QueryArgs, render_query
+from adapter.selectors import (
+    Requirement,
+    SelectorError,
+    parse_selector,
+    to_label_selector,
+    to_label_values,
+    to_promql_matchers,
+)
 from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
@@ -69,6 +79,17 @@ class QueryPlan:
     bindings: tuple[Binding, ...]
     queries: tuple[str, ...]
     names: tuple[str, ...] | None  # None: every object with series
+    # Per binding, the query saying which objects' samples are recent enough (None: the rule's query cannot
+    # answer from samples older than the limit; see adapter.rules.freshness).
+    freshness: tuple[str | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answers:
+    """Prometheus' answers to a plan: per binding, the samples and (where asked) the freshness samples."""
+
+    samples: list[list[Sample]]
+    fresh: list[list[Sample] | None]
 
 
 @dataclass(frozen=True)
@@ -102,8 +123,27 @@ class Explanation:
 # ~15 us to look up. Bounded: an entry holds the names (shared strings) and the query text, ~30 KB at 1,500 pods.
 @lru_cache(maxsize=256)
 def _render_custom_all(bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
-                       matchers: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(render_custom(b, namespace=namespace, names=names, metric_matchers=matchers) for b in bindings)
+                       matchers: tuple[str, ...], values: tuple[tuple[str, str], ...], max_age_s: float | None,
+                       ) -> tuple[tuple[str, ...], tuple[str | None, ...]]:
+    queries, freshness = [], []
+    for b in bindings:
+        args = custom_args(b, namespace=namespace, names=names, metric_matchers=matchers, metric_values=values,
+                           with_values="LabelValuesByName" in b.rule.metrics_query.fields)
+        queries.append(render_query(b.rule.metrics_query, args))
+        by = (b.resource_label,) if b.namespace_label is None else (b.resource_label, b.namespace_label)
+        freshness.append(_freshness(b, args, by, max_age_s))
+    return tuple(queries), tuple(freshness)
+
+
+def _freshness(binding: Binding, args: QueryArgs, by: tuple[str, ...], max_age_s: float | None) -> str | None:
+    """The freshness query for a rule whose query can answer from samples older than the limit, else None."""
+    if max_age_s is None or binding.rule.lookback_s <= max_age_s:
+        return None
+    return freshness_query(binding.series, args.label_matchers, by, max_age_s)
+
+
+def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
+    return any(all(f.labels.get(k, v) == v for k, v in labels.items()) for f in series)
 
 
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
@@ -113,6 +153,41 @@ def _selector(text: str, what: str) -> tuple[Requirement, ...]:
         raise bad_request(f"invalid {what}: {exc}") from None
 
 
+class SeveralSeries:
+    """Objects for which one rule's query returned several series: counted per rule, logged once per object.
+
+    ``totals`` maps (rule label, outcome) to a count, outcome ``agreed`` (the series had one value, served) or
+    ``conflict`` (they differed: the object got no value from that rule). The ``gpu_adapter_several_series_total``
+    self-metric reads it.
+    """
+
+    _LOGGED_MAX = 10_000  # objects remembered as logged; then the memory starts over (and may log again)
+
+    def __init__(self) -> None:
+        self.totals: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._logged: set[tuple[int, str | None, str]] = set()
+
+    def record(self, binding: Binding, namespace: str | None, name: str, count: int, agreed: bool) -> None:
+        rule = binding.rule
+        self.totals[rule_label(rule), "agreed" if agreed else "conflict"] += 1
+        key = (id(rule), namespace, name)
+        if key in self._logged:
+            return
+        if len(self._logged) >= self._LOGGED_MAX:
+            self._logged.clear()
+        self._logged.add(key)
+        where = f"{binding.group_resource} {namespace + '/' if namespace else ''}{name}"
+        if agreed:
+            log.warning("%s: its query returned %d series with one value for %s (metric %s); served that value. "
+                        "Aggregate by <<.GroupBy>> in metricsQuery to return one series per object.",
+                        rule.describe, count, where, binding.metric)
+        else:
+            log.warning("%s: its query returned %d series with different values for %s (metric %s); the object "
+                        "gets no value from this rule. Aggregate by <<.GroupBy>> in metricsQuery (e.g. "
+                        "avg by (<<.GroupBy>>) (...)) to return one series per object.",
+                        rule.describe, count, where, binding.metric)
+
+
 class Provider:
     """``queries``: a ``QueryCache`` (coalescing, short reuse), or a bare client (each query sent as asked).
 
@@ -120,10 +195,13 @@ class Provider:
     """
 
     def __init__(self, queries: QueryCache | PrometheusClient, catalogue: Callable[[], Catalogue | None],
-                 resolver: ObjectResolver | None = None) -> None:
+                 resolver: ObjectResolver | None = None, max_sample_age: Callable[[], float | None] = lambda: None,
+                 ) -> None:
         self._queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
         self._catalogue = catalogue
         self._resolver = resolver or StandaloneResolver()
+        self.series_conflicts = SeveralSeries()
+        self._max_sample_age = max_sample_age  # seconds; None: no limit
 
     def _current(self) -> Catalogue:
         catalogue = self._catalogue()
@@ -135,21 +213,22 @@ class Provider:
     async def custom(self, path: MetricPath, label_selector: str = "",
                      metric_label_selector: str = "") -> list[ObjectValue]:
         request = await self.plan_custom(path, label_selector, metric_label_selector)
-        return self._custom_items(request, await self._run(request.plan))
+        values, at = self._merge(request.plan, await self._run(request.plan), path.namespace)
+        return self._custom_items(request, values, at)
 
     async def explain_custom(self, path: MetricPath, label_selector: str = "",
                              metric_label_selector: str = "") -> Explanation:
         """What ``custom`` does for this request, step by step; planning errors raise as they do there."""
         request = await self.plan_custom(path, label_selector, metric_label_selector)
-        results = await self._run(request.plan)
-        chosen, _ = self._merge(request.plan, results)
+        answers = await self._run(request.plan)
+        chosen, at = self._merge(request.plan, answers, request.path.namespace)
         try:
-            items: list[ObjectValue] = self._custom_items(request, results)
+            items: list[ObjectValue] = self._custom_items(request, chosen, at)
             error = None
         except ApiError as exc:
             items, error = [], exc
-        return Explanation(request.plan, label_selector, tuple(tuple(r) for r in results), chosen, tuple(items),
-                           error)
+        return Explanation(request.plan, label_selector, tuple(tuple(r) for r in answers.samples), chosen,
+                           tuple(items), error)
 
     async def plan_custom(self, path: MetricPath, label_selector: str = "",
                           metric_label_selector: str = "") -> CustomRequest:
@@ -173,13 +252,12 @@ class Provider:
             names = await self._resolver.names(gr, path.namespace, object_reqs)
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
-        plan = self._plan_custom(bindings, path.namespace, names, matchers)
+        plan = self._plan_custom(bindings, path.namespace, names, matchers, to_label_values(metric_reqs))
         return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
 
-    def _custom_items(self, request: CustomRequest, results: list[list[Sample]]) -> list[ObjectValue]:
-        """The merged values, with the first rule's missing-value policy; none at all is a 404."""
+    def _custom_items(self, request: CustomRequest, values: dict[str, Sample], at: float) -> list[ObjectValue]:
+        """The merged values (``_merge``), with the first rule's missing-value policy; none at all is a 404."""
         path, gr, plan = request.path, request.group_resource, request.plan
-        values, at = self._merge(plan, results)
         policy = plan.bindings[0].rule.missing_value
         wanted = plan.names if plan.names is not None else sorted(values)
         object_kind, object_api_version = kind(gr), api_version(gr)
@@ -203,46 +281,107 @@ class Provider:
         return binding.namespaced == (path.namespace is not None)
 
     def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
-                     matchers: list[str]) -> QueryPlan:
+                     matchers: list[str], values: tuple[tuple[str, str], ...]) -> QueryPlan:
         object_names = tuple(names) if names is not None else None
         try:
-            queries = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers))
+            queries, freshness = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values,
+                                                    self._max_sample_age())
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        return QueryPlan(tuple(bindings), queries, object_names)
+        return QueryPlan(tuple(bindings), queries, object_names, freshness)
 
-    async def _run(self, plan: QueryPlan) -> list[list[Sample]]:
+    async def _run(self, plan: QueryPlan) -> Answers:
+        extra = [(b, q) for b, q in zip(plan.bindings, plan.freshness, strict=False) if q is not None]
         if promql_log.isEnabledFor(logging.DEBUG):
-            for query in plan.queries:
+            for query in (*plan.queries, *(q for _, q in extra)):
                 promql_log.debug("PromQL: %s", query)
         try:
-            if len(plan.queries) == 1:  # the usual case: no task per query (a cache hit then never yields)
-                return [await self._queries.query(plan.queries[0], rule_label(plan.bindings[0].rule))]
-            return list(await asyncio.gather(*(self._queries.query(q, rule_label(b.rule))
-                                               for b, q in zip(plan.bindings, plan.queries, strict=True))))
+            if len(plan.queries) == 1 and not extra:  # the usual case: no task (a cache hit then never yields)
+                return Answers([await self._queries.query(plan.queries[0], rule_label(plan.bindings[0].rule))], [None])
+            found = list(await asyncio.gather(*(self._queries.query(q, rule_label(b.rule)) for b, q in
+                                                (*zip(plan.bindings, plan.queries, strict=True), *extra))))
         except PrometheusUnavailable as exc:
             raise unavailable(f"unable to fetch metrics: {exc}") from None
         except QueryFailed as exc:
             log.error("query failed: %s (queries: %s)", exc, plan.queries)
             raise internal(f"unable to fetch metrics: {exc}") from None
+        fresh_found = iter(found[len(plan.queries):])
+        fresh = [next(fresh_found) if i < len(plan.freshness) and plan.freshness[i] is not None else None
+                 for i in range(len(plan.queries))]
+        return Answers(found[:len(plan.queries)], fresh)
 
-    @staticmethod
-    def _merge(plan: QueryPlan, results: list[list[Sample]]) -> tuple[dict[str, Sample], float]:
-        """Per object, the first rule with a finite sample wins; NaN and Inf count as no value."""
+    def _merge(self, plan: QueryPlan, answers: Answers, namespace: str | None) -> tuple[dict[str, Sample], float]:
+        """Per object, the first rule with a usable value wins: exactly one finite sample for the object.
+
+        A sample whose namespace label names another namespace is another object's (a query that does not use
+        ``.LabelMatchers`` returns every namespace's). Several samples for one object under one rule (a query
+        that does not aggregate by ``.GroupBy``) give it that value when they all agree, and no value from this
+        rule when they differ: which one is right is not ours to guess. NaN and Inf count as no value, and so does
+        a value whose object's series have no sample within the sample-age limit (where the plan asked).
+        """
         values: dict[str, Sample] = {}
         latest = 0.0
-        for binding, samples in zip(plan.bindings, results, strict=True):
+        for binding, samples, fresh in zip(plan.bindings, answers.samples, answers.fresh, strict=True):
             if samples:
                 latest = max(latest, max(s.timestamp for s in samples))
             if binding.resource_label is None:
                 continue
-            # result_object_name, inlined: this runs once per sample (1,500 for a 1,500-pod selector).
-            label, isfinite = binding.resource_label, math.isfinite
-            for sample in samples:
-                name = sample.labels.get(label)
-                if name and name not in values and isfinite(sample.value):
+            recent = None if fresh is None else {s.labels.get(binding.resource_label) for s in fresh}
+            # This runs once per sample (1,500 for a 1,500-pod selector): plain dict operations, no helper calls.
+            mine, usable = self._objects(binding, samples, values, namespace)
+            if usable and recent is None:
+                values.update(mine)  # the usual case: one finite sample per object
+                continue
+            isfinite = math.isfinite
+            for name, sample in mine.items():
+                if isfinite(sample.value) and (recent is None or name in recent):
                     values[name] = sample
         return values, latest or time.time()
+
+    def _objects(self, binding: Binding, samples: list[Sample], taken: dict[str, Sample], namespace: str | None,
+                 ) -> tuple[dict[str, Sample], bool]:
+        """One rule's sample per object (objects in ``taken`` excluded), and whether every one is finite.
+
+        Runs once per sample (1,500 for a 1,500-pod selector), so the common case is one plain loop; several
+        samples for one object show as fewer objects than samples, and only then are they looked at again."""
+        label = binding.resource_label
+        # A query whose template uses .LabelMatchers already asked for the namespace: no check per sample.
+        ns_label = binding.namespace_label if namespace is not None and not binding.filters_namespace else None
+        mine: dict[str, Sample] = {}
+        skipped, finite, isfinite = 0, True, math.isfinite
+        for sample in samples:
+            labels = sample.labels
+            name = labels.get(label)  # type: ignore[arg-type]
+            if not name or name in taken or (ns_label is not None and labels.get(ns_label, namespace) != namespace):
+                skipped += 1
+                continue
+            mine[name] = sample
+            if not isfinite(sample.value):
+                finite = False
+        if len(samples) - skipped != len(mine):
+            finite = finite and self._settle_several(binding, samples, mine, namespace)
+        return mine, finite
+
+    def _settle_several(self, binding: Binding, samples: list[Sample], mine: dict[str, Sample],
+                        namespace: str | None) -> bool:
+        """Objects of ``mine`` with several samples keep them when all agree, else leave ``mine``; True."""
+        label = binding.resource_label
+        groups: dict[str, list[Sample]] = {}
+        for sample in samples:
+            name = sample.labels.get(label)  # type: ignore[arg-type]
+            if name in mine and (binding.filters_namespace or namespace is None or binding.namespace_label is None
+                                 or sample.labels.get(binding.namespace_label, namespace) == namespace):
+                groups.setdefault(name, []).append(sample)
+        for name, group in groups.items():
+            if len(group) == 1:
+                continue
+            agreed = math.isfinite(group[0].value) and all(s.value == group[0].value for s in group)
+            self.series_conflicts.record(binding, namespace, name, len(group), agreed)
+            if agreed:
+                mine[name] = group[0]
+            else:
+                del mine[name]
+        return True
 
     # -- external.metrics.k8s.io -----------------------------------------------------------------------
     async def external(self, namespace: str, metric: str, label_selector: str = "") -> list[ExternalValue]:
@@ -251,13 +390,13 @@ class Provider:
 
     async def explain_external(self, namespace: str, metric: str, label_selector: str = "") -> Explanation:
         plan = self.plan_external(namespace, metric, label_selector)
-        results = await self._run(plan)
+        answers = await self._run(plan)
         try:
-            items: list[ExternalValue] = self._external_items(plan, metric, results)
+            items: list[ExternalValue] = self._external_items(plan, metric, answers)
             error = None
         except ApiError as exc:
             items, error = [], exc
-        return Explanation(plan, label_selector, tuple(tuple(r) for r in results), {}, tuple(items), error)
+        return Explanation(plan, label_selector, tuple(tuple(r) for r in answers.samples), {}, tuple(items), error)
 
     def plan_external(self, namespace: str, metric: str, label_selector: str = "") -> QueryPlan:
         reqs = _selector(label_selector, "labelSelector")
@@ -268,18 +407,27 @@ class Provider:
         bindings = self._current().external_lookup(metric)
         if not bindings:
             raise ApiError(404, f"the server could not find the external metric {metric}")
+        values, max_age_s = to_label_values(reqs), self._max_sample_age()
+        queries, freshness = [], []
         try:
-            queries = tuple(render_external(b, namespace=namespace if b.namespaced else None,
-                                            metric_matchers=matchers) for b in bindings)
+            for b in bindings:
+                args = external_args(b, namespace=namespace if b.namespaced else None, metric_matchers=matchers,
+                                     metric_values=values)
+                queries.append(render_query(b.rule.metrics_query, args))
+                freshness.append(_freshness(b, args, (), max_age_s))
         except QueryError as exc:
             raise bad_request(str(exc)) from None
-        return QueryPlan(tuple(bindings), queries, None)
+        return QueryPlan(tuple(bindings), tuple(queries), None, tuple(freshness))
 
     @staticmethod
-    def _external_items(plan: QueryPlan, metric: str, results: list[list[Sample]]) -> list[ExternalValue]:
-        """The first rule's finite samples (or a 0 under ``missingValue: zero``); none at all is a 404."""
-        items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value)
-                 for s in results[0] if math.isfinite(s.value)]
+    def _external_items(plan: QueryPlan, metric: str, answers: Answers) -> list[ExternalValue]:
+        """The first rule's finite, recent samples (or a 0 under ``missingValue: zero``); none at all is a 404.
+
+        Where the plan asked for freshness, an item is recent when one of the rule's series that agrees with it on
+        the labels they share has a sample within the limit."""
+        fresh = answers.fresh[0]
+        items = [ExternalValue(metric, dict(s.labels), s.timestamp, s.value) for s in answers.samples[0]
+                 if math.isfinite(s.value) and (fresh is None or _agrees_with_any(s.labels, fresh))]
         if not items and plan.bindings[0].rule.missing_value == MissingValue.ZERO:
             items = [ExternalValue(metric, {}, time.time(), 0.0)]
         if not items:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.promql import PromQLError, check_label_name, matcher, one_of
+from adapter.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
 
 __all__ = [
     "OPERATORS",
@@ -22,6 +22,7 @@ __all__ = [
     "matches",
     "parse_selector",
     "to_label_selector",
+    "to_label_values",
     "to_promql_matchers",
 ]
 
@@ -286,6 +287,18 @@ def to_promql_matchers(requirements: Iterable[Requirement]) -> list[str]:
         else:
             result.append(one_of(label, req.values, negate=op == "notin"))
     return result
+
+
+def to_label_values(requirements: Iterable[Requirement]) -> tuple[tuple[str, str], ...]:
+    """``.LabelValuesByName`` entries for a selector, built as prometheus-adapter builds them
+    (pkg/naming/metrics_query.go, processQueryParts): each requirement's values joined by ``|`` (``foo=bar`` ->
+    ``bar``, ``foo in (bar,baz)`` -> ``bar|baz``, ``foo`` / ``!foo`` -> empty), a later requirement on the same key
+    replacing an earlier one. Unlike there, each value is regex-escaped and the whole escaped for the inside of a
+    PromQL double-quoted string, ready for ``label=~"<<.LabelValuesByName.label>>"``."""
+    values: dict[str, str] = {}
+    for req in requirements:
+        values[req.key] = quote("|".join(regex_literal(v) for v in req.values))[1:-1]
+    return tuple(values.items())
 
 
 def to_label_selector(requirements: Iterable[Requirement]) -> dict[str, Any] | None:

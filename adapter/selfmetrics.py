@@ -41,6 +41,10 @@ class KubeCacheStats(Protocol):
 KubeStatsSource = Callable[[], Mapping[str, KubeCacheStats]]
 
 
+class SeveralSeriesStats(Protocol):
+    totals: Mapping[tuple[str, str], int]
+
+
 def rule_label(rule: DiscoveryRule) -> str:
     """The ``rule`` label: the rule's position in the rules file (``rules[3]``, ``externalRules[0]``);
     rules from a built-in set say where they come from (``gpu-presets:rules[3]``)."""
@@ -97,6 +101,10 @@ class AdapterMetrics:
     def watch_rules(self, rules: RulesSource) -> None:
         self._state.rules = rules
 
+    def watch_several_series(self, several: SeveralSeriesStats) -> None:
+        """``several.totals``: (rule, outcome) -> objects that got several series from one rule's query."""
+        self._state.several = several
+
     def watch_kube(self, stats: KubeStatsSource) -> None:
         """``stats()`` is called at each scrape and returns resource name -> ``KubeCacheStats``."""
         self._state.kube = stats
@@ -122,6 +130,7 @@ class _StateCollector:
         self.cache: QueryCache | None = None
         self.rules: RulesSource | None = None
         self.kube: KubeStatsSource | None = None
+        self.several: SeveralSeriesStats | None = None
 
     def describe(self) -> Iterator[Metric]:
         return iter(self._families().values())
@@ -132,6 +141,9 @@ class _StateCollector:
         self._cache(families)
         self._rules(families)
         self._kube(families)
+        if self.several is not None:
+            for (rule, outcome), count in sorted(self.several.totals.items()):
+                families["gpu_adapter_several_series"].add_metric([rule, outcome], count)
         return iter(families.values())
 
     @staticmethod
@@ -154,6 +166,9 @@ class _StateCollector:
             g("gpu_adapter_kube_cache_objects", "Objects held in the Kubernetes cache, by resource.",
               labels=["resource"]),
             c("gpu_adapter_kube_watch_restarts", "Kubernetes watches restarted, by resource.", labels=["resource"]),
+            c("gpu_adapter_several_series", "Objects for which a rule's query returned several series, by rule "
+              "and outcome: agreed (one value, served), conflict (different values: no value from that rule).",
+              labels=["rule", "outcome"]),
         ]
         return {f.name: f for f in families}
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.adapter_process import AdapterProcess
+from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
-from tests.support.tools import require_tool
 
 GPUS = [  # gpu, node, namespace, pod, util, power, fb_used
     ("0", "node-a", "ml", "infer-0", "50", "100.5", "1000"),
@@ -250,21 +250,10 @@ def test_health_and_openapi(stack: tuple) -> None:
 
 def test_kubectl_get_raw_against_the_adapter(stack: tuple) -> None:
     adapter, _, tmp = stack
-    kubectl = require_tool("kubectl")
-    kubeconfig = tmp / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "adapter",
-        "clusters": [{"name": "adapter", "cluster": {"server": adapter.url, "insecure-skip-tls-verify": True}}],
-        "contexts": [{"name": "adapter", "context": {"cluster": "adapter", "user": "nobody"}}],
-        "users": [{"name": "nobody", "user": {"token": "not-checked-without-auth"}}]}))
-    out = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw",
-                          "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL"],
-                         capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    out = kubectl_get_raw(adapter.url, tmp, f"{BASE}/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL")
     assert out.returncode == 0, out.stderr
     assert {i["describedObject"]["name"] for i in json.loads(out.stdout)["items"]} == {"infer-0", "infer-1"}
-    out = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw",
-                          "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/infer-0/nope"],
-                         capture_output=True, text=True, timeout=30)
+    out = kubectl_get_raw(adapter.url, tmp, f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/nope")
     assert out.returncode != 0
     assert "the server could not find the metric nope for pods infer-0" in out.stderr
 

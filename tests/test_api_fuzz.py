@@ -37,7 +37,8 @@ ALLOWED_STATUS = {200, 400, 401, 403, 404, 503}
 
 
 class RecordingPrometheus:
-    """Answers every instant query with one sample per requested pod; remembers the queries."""
+    """Answers every instant query with one sample for pod infer-0, in the namespace the query asks for (as
+    Prometheus would: the adapter ignores a sample from another namespace); remembers the queries."""
 
     def __init__(self) -> None:
         self.queries: list[str] = []
@@ -45,7 +46,9 @@ class RecordingPrometheus:
 
     async def query(self, promql: str, at: float | None = None) -> list[Sample]:
         self.queries.append(promql)
-        return [Sample({"namespace": "ml", "pod": "infer-0"}, 1.7e9, 50.0)]
+        asked = [m[2] for m in _matchers(promql_parser.parse(promql))
+                 if m[0] == "namespace" and m[1] == promql_parser.MatchOp.Equal]
+        return [Sample({"namespace": asked[0] if asked else "ml", "pod": "infer-0"}, 1.7e9, 50.0)]
 
     async def scrape_intervals(self) -> list[float]:
         return []

@@ -181,13 +181,17 @@ def test_include_appends_gpu_presets_after_own_rules() -> None:
     assert config.include == ("gpu-presets", "gpu-presets")
 
 
-def test_as_without_matches_is_ignored_like_prometheus_adapter() -> None:
+def test_as_without_matches_names_the_metric_like_prometheus_adapter() -> None:
+    # pkg/naming/metric_namer.go: a missing 'matches' is '.*', and 'as' is expanded against it.
     config = parse_rules(
         "rules:\n- seriesQuery: 'foo{pod!=\"\"}'\n  name: {as: bar}\n"
+        "  resources: {template: <<.Resource>>}\n  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'\n"
+        "- seriesQuery: 'foo{pod!=\"\"}'\n  name: {as: '${0}_per_second'}\n"
         "  resources: {template: <<.Resource>>}\n  metricsQuery: '<<.Series>>{<<.LabelMatchers>>}'\n",
         "rules.yaml",
     )
-    assert config.rules[0].metric_name("foo") == "foo"
+    assert config.rules[0].metric_name("foo") == "bar"
+    assert config.rules[1].metric_name("foo") == "foo_per_second"
 
 
 def _rule(body: str, *, key: str = "rules", before: int = 0) -> str:

@@ -531,7 +531,8 @@ def test_catalogue_memory_grows_with_distinct_shapes_not_series() -> None:
                 "q": '{__name__=~"DCGM_.*"}',
                 "resources": "{overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}",
             },
-            {"q": '{__name__=~"DCGM_.*"}', "resources": "{template: <<.Resource>>}", "extra": "name: {as: ignored}"},
+            {"q": '{__name__=~"DCGM_.*"}', "resources": "{template: <<.Resource>>}",
+             "extra": "name: {matches: '^DCGM_(.*)$', as: 'DCGM_${1}'}"},
         ),
         "r.yaml",
     )

@@ -43,6 +43,11 @@ class Binding:
     namespace_label: str | None
     namespaced: bool
 
+    @property
+    def filters_namespace(self) -> bool:
+        """Whether the rule's query filters on the namespace itself (its template reads ``.LabelMatchers``)."""
+        return "LabelMatchers" in self.rule.metrics_query.fields
+
 
 class Catalogue:
     """Custom metrics keyed by (group-resource, name); external metrics keyed by name."""

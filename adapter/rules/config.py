@@ -8,6 +8,7 @@ top-level ``include`` (built-in rule sets, resolved by ``loader``) and per-rule 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ import yaml
 
 from adapter.promql import PromQLError, check_label_name
 from adapter.rules.errors import QueryError, RulesError
+from adapter.rules.freshness import lookback_s
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
-from adapter.rules.naming import NameMapping, SeriesFilter, compile_regexp, default_as
+from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_regexp, default_as
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
 from adapter.rules.resources import GroupResource, ResourceError, is_known, normalise_resource
 from adapter.rules.samples import sample_args
@@ -61,6 +63,7 @@ class DiscoveryRule:
     name: NameMapping
     metrics_query: Template
     missing_value: MissingValue = MissingValue.ERROR
+    lookback_s: float = 0.0  # how far back the query's samples may lie (``freshness.lookback_s``)
 
     @property
     def describe(self) -> str:
@@ -142,8 +145,8 @@ class _Parser:
             metrics_query=self.template(data.get("metricsQuery"), f"{where}.metricsQuery", QUERY_TEMPLATE_FIELDS),
             missing_value=MissingValue(missing),
         )
-        self.check_samples(rule, selector.name or _SAMPLE_SERIES)
-        return rule
+        query = self.check_samples(rule, selector.name or _SAMPLE_SERIES)
+        return dataclasses.replace(rule, lookback_s=lookback_s(query))
 
     def filters(self, raw: object, path: str) -> tuple[SeriesFilter, ...]:
         result = []
@@ -187,9 +190,11 @@ class _Parser:
         data = self.mapping(raw, path, _NAME_KEYS) if raw is not None else {}
         matches = self.string(data.get("matches"), f"{path}.matches")
         as_ = self.string(data.get("as"), f"{path}.as")
-        if not matches:
-            return NameMapping()  # prometheus-adapter ignores 'as' without 'matches'; so do we
-        pattern = self.regex(matches, f"{path}.matches")
+        if not matches and not as_:
+            return NameMapping()  # the series name, unchanged
+        # As in prometheus-adapter (pkg/naming/metric_namer.go), a missing 'matches' is '.*': 'as' alone names
+        # every series of the rule, e.g. {as: DCGM_FI_DEV_GPU_UTIL_AVG}.
+        pattern = self.regex(matches, f"{path}.matches") if matches else ANY_NAME
         if not as_:
             try:
                 as_ = default_as(pattern)
@@ -197,16 +202,19 @@ class _Parser:
                 raise self.fail(f"{path}.as", str(exc)) from None
         return NameMapping(pattern, as_)
 
-    def check_samples(self, rule: DiscoveryRule, series: str) -> None:
+    def check_samples(self, rule: DiscoveryRule, series: str) -> str:
+        """Render the rule's query for each shape of request; the first rendering is returned."""
         try:
             cases = list(sample_args(rule.resources, external=rule.external, series=series))
         except PromQLError as exc:
             raise self.fail(f"{rule.where}.resources.template", f"does not render a label name: {exc}") from None
+        rendered = []
         for case, args in cases:
             try:
-                render_query(rule.metrics_query, args)
+                rendered.append(render_query(rule.metrics_query, args))
             except QueryError as exc:
                 raise self.fail(f"{rule.where}.metricsQuery", f"renders invalid PromQL for {case}: {exc}") from None
+        return rendered[0]
 
     def template(self, raw: object, path: str, fields: Mapping[str, Any]) -> Template:
         text = self.string(raw, path, required=True)

@@ -162,6 +162,10 @@ class SeriesFilter:
         return (self.pattern.search(series_name) is None) == self.negate
 
 
+ANY_NAME = re.compile(".*")
+"""``name.matches`` when a rule gives none (prometheus-adapter's default)."""
+
+
 @dataclass(frozen=True)
 class NameMapping:
     """Series name → API metric name. ``matches`` is ``None`` when the rule has no ``name`` (identity)."""

@@ -1,0 +1,85 @@
+"""A value whose newest underlying sample is older than --max-sample-age is no value: a real Prometheus whose
+target stops keeps answering `max_over_time(x[10m])` for ten minutes; the adapter stops answering within the limit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.adapter_process import AdapterProcess
+from tests.support.metrics_endpoint import MetricsEndpoint
+from tests.support.prometheus import PrometheusServer
+
+RULES = """\
+rules:
+- seriesQuery: 'gpu_queue_depth{namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {as: gpu_queue_depth_max_10m}
+  metricsQuery: 'max by (<<.GroupBy>>) (max_over_time(<<.Series>>{<<.LabelMatchers>>}[10m]))'
+- seriesQuery: 'gpu_queue_depth{namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  metricsQuery: 'max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})'
+externalRules:
+- seriesQuery: 'gpu_queue_depth{namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}}}
+  name: {as: gpu_queue_depth_max_10m}
+  metricsQuery: 'max by (pod) (max_over_time(<<.Series>>{<<.LabelMatchers>>}[10m]))'
+"""
+CUSTOM = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/worker-0"
+EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/gpu_queue_depth_max_10m"
+LIMIT_S = 4
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory,
+            ) -> Iterator[tuple[AdapterProcess, PrometheusServer, MetricsEndpoint]]:
+    tmp: Path = tmp_path_factory.mktemp("stale")
+    endpoint = MetricsEndpoint('gpu_queue_depth{namespace="ml",pod="worker-0"} 7\n')
+    prom = PrometheusServer([(endpoint.address, {})], job="queue")
+    rules = tmp / "rules.yaml"
+    rules.write_text(RULES)
+    adapter = None
+    try:
+        prom.wait_for("gpu_queue_depth", timeout=30)
+        adapter = AdapterProcess(prom.url, str(tmp / "certs"), [
+            "--config", str(rules), "--max-sample-age", f"{LIMIT_S}s", "--query-cache-ttl", "0",
+            "--metrics-relist-interval", "1m"])
+        yield adapter, prom, endpoint
+    finally:
+        if adapter is not None:
+            adapter.stop()
+        prom.stop()
+        endpoint.stop()
+
+
+def test_values_while_fresh_and_none_once_the_target_stopped_longer_than_the_limit(stopped) -> None:
+    adapter, prom, endpoint = stopped
+    for path in (f"{CUSTOM}/gpu_queue_depth_max_10m", f"{CUSTOM}/gpu_queue_depth", EXTERNAL):
+        response = adapter.get(path)
+        assert response.status_code == 200, (path, response.text)
+        assert response.json()["items"][0]["value"] == "7"
+    # The target stops answering (its endpoint goes away): Prometheus marks the series stale at the next scrape.
+    endpoint.stop()
+    stopped_at = time.monotonic()
+    # The plain selector has no value at once (Prometheus' staleness marker), while the 10m window keeps answering
+    # in Prometheus itself...
+    wait_until(lambda: adapter.get(f"{CUSTOM}/gpu_queue_depth").status_code == 404, timeout=10)
+    assert prom.query('max_over_time(gpu_queue_depth{namespace="ml",pod="worker-0"}[10m])')[0]["value"][1] == "7"
+    # ...but not through the adapter once the newest sample is older than --max-sample-age.
+    wait_until(lambda: adapter.get(f"{CUSTOM}/gpu_queue_depth_max_10m").status_code == 404, timeout=LIMIT_S + 10)
+    assert time.monotonic() - stopped_at >= LIMIT_S - 2  # not before the limit (2 s: scrape and timing slack)
+    body = adapter.get(f"{CUSTOM}/gpu_queue_depth_max_10m").json()
+    assert body["kind"] == "Status" and body["code"] == 404
+    wait_until(lambda: adapter.get(EXTERNAL).status_code == 404, timeout=5)
+    assert prom.query('max_over_time(gpu_queue_depth{namespace="ml",pod="worker-0"}[10m])')[0]["value"][1] == "7"
+
+
+def wait_until(condition, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s")
+        time.sleep(0.25)
