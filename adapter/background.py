@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 
@@ -23,3 +24,14 @@ class BackgroundTask:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def every(interval_s: float, step: Callable[[], Awaitable[object]], log: logging.Logger, what: str) -> None:
+    """Await ``step()`` every ``interval_s`` seconds, for ever; a step that raises is logged and the loop goes on
+    (a bug in one step must not end the refreshing for good)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await step()
+        except Exception:
+            log.exception("%s failed", what)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapter.background import BackgroundTask
+from adapter.background import BackgroundTask, every
 from adapter.rules import RulesConfig, RulesError, gpu_presets, parse_rules
 
 log = logging.getLogger("adapter.rules")
@@ -140,9 +140,4 @@ class RulesSource:
         await self._task.stop()
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.poll()
-            except Exception:  # a bug here must not end reloading for good
-                log.exception("checking the rules file failed")
+        await every(self.interval_s, self.poll, log, "checking the rules file")

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from adapter.background import BackgroundTask
+from adapter.background import BackgroundTask, every
 from adapter.kube.api import KubeApi, KubeError
 from adapter.rules.resources import ResourceKind, ResourceTable, current_table, use_table
 
@@ -74,17 +74,15 @@ class ResourceDiscovery:
         await self._task.stop()
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                changed = await asyncio.to_thread(self.refresh)
-            except KubeError as exc:
-                self.failures_total += 1
-                log.warning("API discovery failed, keeping the resources known so far: %s", exc)
-                continue
-            except Exception:  # a bug here must not end refreshing for good
-                log.exception("API discovery failed")
-                continue
-            if changed:
-                log.info("API resources changed (%d known): re-reading the rules", len(current_table().kinds))
-                self.on_change()
+        await every(self.interval_s, self._step, log, "API discovery")
+
+    async def _step(self) -> None:
+        try:
+            changed = await asyncio.to_thread(self.refresh)
+        except KubeError as exc:
+            self.failures_total += 1
+            log.warning("API discovery failed, keeping the resources known so far: %s", exc)
+            return
+        if changed:
+            log.info("API resources changed (%d known): re-reading the rules", len(current_table().kinds))
+            self.on_change()
