@@ -16,8 +16,10 @@ from adapter.api.paths import VERSIONS, parse_custom_path, parse_external_path
 from adapter.api.resource_metrics import (
     RESOURCE_GROUP,
     RESOURCE_VERSION,
+    field_matches,
     metrics_list,
     node_metrics,
+    parse_field_selector,
     parse_resource_path,
     pod_metrics,
     resource_list,
@@ -136,15 +138,21 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         if path is None:
             raise ApiError(404, "the server could not find the requested resource")
         selector = request.query_params.get("labelSelector", "")
+        try:
+            fields = parse_field_selector(request.query_params.get("fieldSelector", ""))
+        except ValueError as exc:
+            raise ApiError(400, f"invalid fieldSelector: {exc}") from None
         if path.resource == "nodes":
             nodes = await resource_metrics.nodes(path.name, selector)
             if path.name is not None:
                 return _json(node_metrics(nodes[0], rules.window_s))
-            return _json(metrics_list("NodeMetrics", [node_metrics(n, rules.window_s) for n in nodes]))
+            return _json(metrics_list("NodeMetrics", [node_metrics(n, rules.window_s) for n in nodes
+                                                      if field_matches(fields, n.name, None)]))
         pods = await resource_metrics.pods(path.namespace, path.name, selector)
         if path.name is not None:
             return _json(pod_metrics(pods[0], rules.window_s))
-        return _json(metrics_list("PodMetrics", [pod_metrics(p, rules.window_s) for p in pods]))
+        return _json(metrics_list("PodMetrics", [pod_metrics(p, rules.window_s) for p in pods
+                                                 if field_matches(fields, p.name, p.namespace)]))
 
     for group, endpoint in ((CUSTOM_GROUP, custom), (EXTERNAL_GROUP, external), (RESOURCE_GROUP, resource)):
         app.add_route(f"/apis/{group}/{{version}}", endpoint, methods=["GET"])

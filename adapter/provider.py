@@ -327,7 +327,14 @@ class ResourceMetrics:
 
     async def pods(self, namespace: str | None, name: str | None, label_selector: str = "") -> list[PodUsage]:
         rules = self._require()
-        names = [name] if name is not None else await self._names(POD, namespace, label_selector)
+        pairs: set[tuple[str, str]] | None = None  # all namespaces: the selected (namespace, name) pairs
+        if name is not None:
+            names: list[str] | None = [name]
+        elif namespace is None:
+            pairs = await self._all_namespaces(label_selector)
+            names = sorted({n for _, n in pairs}) if pairs is not None else None
+        else:
+            names = await self._names(POD, namespace, label_selector)
         if names == []:
             return []
         try:
@@ -340,6 +347,8 @@ class ResourceMetrics:
         pods: list[PodUsage] = []
         keys = [(namespace, n) for n in names] if names is not None and namespace is not None else sorted(cpu_by)
         for key in keys:
+            if pairs is not None and key not in pairs:
+                continue
             containers = tuple((c, Usage(s.value, mem_by[key][c].value, min(s.timestamp, mem_by[key][c].timestamp)))
                                for c, s in sorted(cpu_by.get(key, {}).items()) if c in mem_by.get(key, {}))
             if containers:
@@ -354,6 +363,15 @@ class ResourceMetrics:
         if rules is None:
             raise ApiError(404, "the server could not find the requested resource")
         return rules
+
+    async def _all_namespaces(self, label_selector: str) -> set[tuple[str, str]] | None:
+        """Pods of every namespace from the Kubernetes API; None (every pod with series) without one."""
+        selector = _selector(label_selector, "labelSelector")
+        resolver = self._provider._resolver
+        if not hasattr(resolver, "namespaced_names"):
+            await resolver.names(POD, None, selector)  # standalone: a selector is a clear 400
+            return None
+        return set(await resolver.namespaced_names(POD, selector))
 
     async def _names(self, gr: GroupResource, namespace: str | None, label_selector: str) -> list[str] | None:
         return await self._provider._resolver.names(gr, namespace, _selector(label_selector, "labelSelector"))

@@ -158,3 +158,12 @@ def test_parsed_rules_render_escaped_queries() -> None:
     assert 'namespace="ml\\"x"' in query and 'pod=~"a\\\\.b|c"' in query
     assert "by (pod,container)" in query
     assert rules.memory.render_nodes(["n"]) == 'sum by (instance) (node_mem{instance="n"})'
+
+
+def test_field_selectors(adapter: AdapterProcess) -> None:
+    body = get(adapter, f"{BASE}/pods", fieldSelector="metadata.namespace!=ml")
+    assert set(usage(body)) == {("other", "x-0")}
+    body = get(adapter, f"{BASE}/nodes", fieldSelector="metadata.name=node-a")
+    assert set(usage(body)) == {(None, "node-a")}
+    status = get(adapter, f"{BASE}/pods", 400, fieldSelector="spec.nodeName=node-a")
+    assert "field label not supported: spec.nodeName" in status["message"]

@@ -129,3 +129,27 @@ def parse_resource_path(rest: str) -> ResourcePath | None:
     if len(parts) in (3, 4) and parts[0] == "namespaces" and parts[2] == "pods":
         return ResourcePath("pods", parts[1], parts[3] if len(parts) == 4 else None)
     return None
+
+
+_FIELDS = ("metadata.name", "metadata.namespace")
+
+
+def parse_field_selector(text: str) -> tuple[tuple[str, bool, str], ...]:
+    """``metadata.name``/``metadata.namespace`` with ``=``, ``==`` or ``!=``, as (field, equal, value); anything else raises ``ValueError`` naming the term."""
+    terms = []
+    for term in (t.strip() for t in text.split(",")) if text else ():
+        for op, equal in (("!=", False), ("==", True), ("=", True)):
+            if op in term:
+                field, value = (s.strip() for s in term.split(op, 1))
+                break
+        else:
+            raise ValueError(f"invalid field selector term {term!r}")
+        if field not in _FIELDS:
+            raise ValueError(f"field label not supported: {field} (supported: {', '.join(_FIELDS)})")
+        terms.append((field, equal, value))
+    return tuple(terms)
+
+
+def field_matches(terms: Sequence[tuple[str, bool, str]], name: str, namespace: str | None) -> bool:
+    values = {"metadata.name": name, "metadata.namespace": namespace or ""}
+    return all((values[field] == value) == equal for field, equal, value in terms)
