@@ -135,19 +135,19 @@ _FIELDS = ("metadata.name", "metadata.namespace")
 
 
 def parse_field_selector(text: str) -> tuple[tuple[str, bool, str], ...]:
-    """``metadata.name``/``metadata.namespace`` with ``=``, ``==`` or ``!=``, as (field, equal, value); anything else raises ``ValueError`` naming the term."""
-    terms = []
-    for term in (t.strip() for t in text.split(",")) if text else ():
-        for op, equal in (("!=", False), ("==", True), ("=", True)):
-            if op in term:
-                field, value = (s.strip() for s in term.split(op, 1))
-                break
-        else:
-            raise ValueError(f"invalid field selector term {term!r}")
-        if field not in _FIELDS:
-            raise ValueError(f"field label not supported: {field} (supported: {', '.join(_FIELDS)})")
-        terms.append((field, equal, value))
-    return tuple(terms)
+    """``metadata.name``/``metadata.namespace`` with ``=``, ``==`` or ``!=``, as (field, equal, value);
+    anything else raises ``ValueError`` naming the term."""
+    return tuple(_field_term(t.strip()) for t in text.split(",")) if text else ()
+
+
+def _field_term(term: str) -> tuple[str, bool, str]:
+    op = next((op for op in ("!=", "==", "=") if op in term), None)
+    if op is None:
+        raise ValueError(f"invalid field selector term {term!r}")
+    field, value = (s.strip() for s in term.split(op, 1))
+    if field not in _FIELDS:
+        raise ValueError(f"field label not supported: {field} (supported: {', '.join(_FIELDS)})")
+    return field, op != "!=", value
 
 
 def field_matches(terms: Sequence[tuple[str, bool, str]], name: str, namespace: str | None) -> bool:
