@@ -167,3 +167,16 @@ def test_field_selectors(adapter: AdapterProcess) -> None:
     assert set(usage(body)) == {(None, "node-a")}
     status = get(adapter, f"{BASE}/pods", 400, fieldSelector="spec.nodeName=node-a")
     assert "field label not supported: spec.nodeName" in status["message"]
+
+
+def test_timestamps_are_the_earliest_sample_of_the_object() -> None:
+    """provider_test.go: "the reported times for each are the earliest times for each pod" (cpu 10/20, memory
+    11/21 -> 10; node cpu 14, memory 12 -> 12)."""
+    from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage, node_metrics, pod_metrics
+
+    pod = PodUsage("ns", "pod1", (("cont1", Usage(1100, 3100, min(10, 11))), ("cont2", Usage(1110, 3110, 20))))
+    assert pod_metrics(pod, 60)["timestamp"] == "1970-01-01T00:00:10Z"
+    assert pod_metrics(pod, 60)["window"] == "1m0s"
+    node = NodeUsage("node2", Usage(1200, 2200, min(14, 12)))
+    assert node_metrics(node, 90)["timestamp"] == "1970-01-01T00:00:12Z"
+    assert node_metrics(node, 90)["window"] == "1m30s"
