@@ -415,3 +415,17 @@ def _by_container(samples: list[Sample], rule: ResourceQuery,
             continue
         found.setdefault((ns, pod), {}).setdefault(container, s)
     return found
+
+
+async def check_resource_rules(client: PrometheusClient, rules: ResourceRules) -> list[tuple[str, str, int]]:
+    """``gpu-adapter check``: (rule, query, objects with a usable sample) for each of the four resourceRules
+    queries over every pod and node; 0 means that query yields nothing."""
+    found = []
+    for rule in (rules.cpu, rules.memory):
+        for what, query, label in ((f"{rule.where}.containerQuery", rule.render_pods(None, None), None),
+                                   (f"{rule.where}.nodeQuery", rule.render_nodes(None), rule.label(NODE))):
+            samples = await client.query(query)
+            count = (len(_by_label(samples, label)) if label is not None
+                     else len(_by_container(samples, rule, None)))
+            found.append((what, query, count))
+    return found

@@ -7,7 +7,7 @@ import pytest
 
 from loadtest.hpa.resource import ResourceMetricError, decide, requests_by_pod, usage_by_pod
 from tests.support.fake_kube import pod
-from tests.test_resource_metrics_e2e import adapter  # noqa: F401  (the module fixture: adapter + Prometheus)
+from tests.test_resource_metrics_e2e import adapter, prometheus  # noqa: F401  (module fixtures: adapter, Prometheus)
 
 CASES = [  # name, usage (milli), requests (milli), target %, current replicas -> replicas, utilization
     ("within tolerance keeps the scale", {"a": 500, "b": 550}, {"a": 1000, "b": 1000}, 50, 2, 2, 52),

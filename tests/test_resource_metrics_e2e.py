@@ -3,6 +3,9 @@ node-exporter-shaped gauges (gauges, so the figures are exact without waiting fo
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -46,21 +49,26 @@ BASE = "/apis/metrics.k8s.io/v1beta1"
 
 
 @pytest.fixture(scope="module")
-def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
-    tmp = tmp_path_factory.mktemp("resource")
+def prometheus() -> Iterator[PrometheusServer]:
     endpoint = MetricsEndpoint(EXPOSITION)
     prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True)
-    (tmp / "rules.yaml").write_text(RULES)
-    process = None
     try:
         prom.wait_for('node_mem{instance="node-b"}', timeout=30)
-        process = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml")])
-        yield process
+        yield prom
     finally:
-        if process is not None:
-            process.stop()
         prom.stop()
         endpoint.stop()
+
+
+@pytest.fixture(scope="module")
+def adapter(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
+    tmp = tmp_path_factory.mktemp("resource")
+    (tmp / "rules.yaml").write_text(RULES)
+    process = AdapterProcess(prometheus.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml")])
+    try:
+        yield process
+    finally:
+        process.stop()
 
 
 def get(adapter: AdapterProcess, path: str, status: int = 200, **params: str) -> dict:
@@ -180,3 +188,18 @@ def test_timestamps_are_the_earliest_sample_of_the_object() -> None:
     node = NodeUsage("node2", Usage(1200, 2200, min(14, 12)))
     assert node_metrics(node, 90)["timestamp"] == "1970-01-01T00:00:12Z"
     assert node_metrics(node, 90)["window"] == "1m30s"
+
+
+def test_check_reports_what_each_resource_query_yields(prometheus: PrometheusServer, tmp_path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES.replace("node_mem{", "node_memory_nothing{"))
+    out = subprocess.run([sys.executable, "-m", "adapter", "check", "--prometheus-url", prometheus.url, "--config",
+                          str(rules)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = re.sub(r"\s+", " ", out.stdout)
+    assert "resourceRules.cpu.containerQuery sum by (namespace,pod,container) (cpu_cores{pod!=\"\",container!=\"\"}) " \
+           "4 pods with samples" in text
+    assert "resourceRules.cpu.nodeQuery sum by (instance) (node_cpu{instance!=\"\"}) 3 nodes with samples" in text
+    assert "resourceRules.memory.containerQuery" in text and "3 pods with samples" in text
+    assert "resourceRules.memory.nodeQuery sum by (instance) (node_memory_nothing{instance!=\"\"}) matches no " \
+           "series" in text
