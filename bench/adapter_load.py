@@ -65,6 +65,7 @@ from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
 from tests.support.prometheus import PrometheusServer, free_port  # noqa: E402
+from tests.support.resource_rules import resource_rules_yaml  # noqa: E402
 
 GOALS = ("goals: adapter p99 <= Prometheus p99 + 2 ms for the same PromQL; adapter throughput >= 60 % of a bare "
          "uvicorn/FastAPI endpoint; 100 identical concurrent requests -> 1 Prometheus query")
@@ -787,15 +788,8 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
 
 # -- metrics.k8s.io: PodMetrics over many pods ------------------------------------------------------------------
 PODMETRICS_PATH = f"/apis/metrics.k8s.io/v1beta1/namespaces/{NAMESPACE}/pods"
-PODMETRICS_RULE = """\
-    containerLabel: container
-    containerQuery: 'sum by (<<.GroupBy>>) ({series}{{<<.LabelMatchers>>,container!=""}})'
-    nodeQuery: 'sum by (<<.GroupBy>>) ({series}{{<<.LabelMatchers>>}})'
-    resources: {{overrides: {{namespace: {{resource: namespace}}, pod: {{resource: pod}}, node: {{resource: node}}}}}}
-"""
-PODMETRICS_RULES = ("resourceRules:\n  window: 1m\n  cpu:\n" + PODMETRICS_RULE.format(series="bench_cpu_cores")
-                    + "  memory:\n" + PODMETRICS_RULE.format(series="bench_memory_bytes"))
-
+PODMETRICS_RULES = resource_rules_yaml(window="1m", cpu=("bench_cpu_cores", "bench_cpu_cores"),
+                                       memory=("bench_memory_bytes", "bench_memory_bytes"))
 
 def podmetrics_exposition(pods: int) -> str:
     """cAdvisor-shaped gauges (the rate already taken, as a recording rule would): two containers per pod."""

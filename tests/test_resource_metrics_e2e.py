@@ -15,6 +15,7 @@ from adapter.rules import RulesError, parse_rules
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.resource_rules import resource_rules_yaml
 
 EXPOSITION = """\
 cpu_cores{namespace="ml",pod="infer-0",container="main",node="node-a"} 0.25
@@ -33,18 +34,8 @@ node_mem{instance="node-a"} 8589934592
 node_mem{instance="node-b"} 4294967296
 """
 
-RULE = """\
-    containerLabel: container
-    containerQuery: 'sum by (<<.GroupBy>>) ({series}{{<<.LabelMatchers>>,container!=""}})'
-    nodeQuery: 'sum by (<<.GroupBy>>) (node_{short}{{<<.LabelMatchers>>}})'
-    resources:
-      overrides:
-        namespace: {{resource: namespace}}
-        pod: {{resource: pod}}
-        instance: {{resource: node}}
-"""
-RULES = ("resourceRules:\n  window: 5m\n  cpu:\n" + RULE.format(series="cpu_cores", short="cpu")
-         + "  memory:\n" + RULE.format(series="mem_bytes", short="mem"))
+RULES = resource_rules_yaml(window="5m", cpu=("cpu_cores", "node_cpu"), memory=("mem_bytes", "node_mem"),
+                            node_label="instance")
 BASE = "/apis/metrics.k8s.io/v1beta1"
 
 

@@ -19,6 +19,7 @@ import pytest
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.resource_rules import resource_rules_yaml
 
 UPSTREAM = "prometheus-adapter pkg/resourceprovider/provider_test.go"
 NAN = float("nan")
@@ -84,18 +85,10 @@ NODE_CASES = (
 )
 
 # upstream's test config: cAdvisor-style series, namespace/pod/node labels, containerLabel "container"
-RULE = """\
-    containerLabel: container
-    containerQuery: 'sum by (<<.GroupBy>>) ({series}{{<<.LabelMatchers>>}})'
-    nodeQuery: 'sum by (<<.GroupBy>>) ({series}_node{{<<.LabelMatchers>>}})'
-    resources:
-      overrides:
-        namespace: {{resource: namespace}}
-        pod: {{resource: pod}}
-        node: {{resource: node}}
-"""
-RULES = ("resourceRules:\n  window: 1m\n  cpu:\n" + RULE.format(series="container_cpu_usage_seconds_total")
-         + "  memory:\n" + RULE.format(series="container_memory_working_set_bytes"))
+RULES = resource_rules_yaml(
+    window="1m", container_filter=False,
+    cpu=("container_cpu_usage_seconds_total", "container_cpu_usage_seconds_total_node"),
+    memory=("container_memory_working_set_bytes", "container_memory_working_set_bytes_node"))
 
 
 def _value(v: float) -> str:
