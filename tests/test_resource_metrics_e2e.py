@@ -194,3 +194,19 @@ def test_check_reports_what_each_resource_query_yields(prometheus: PrometheusSer
     assert "resourceRules.memory.containerQuery" in text and "3 pods with samples" in text
     assert "resourceRules.memory.nodeQuery sum by (instance) (node_memory_nothing{instance!=\"\"}) matches no " \
            "series" in text
+
+
+@pytest.mark.parametrize(("path", "verb", "resource", "namespace", "name"), [
+    ("/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods", "list", "pods", "ml", ""),
+    ("/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods/infer-0", "get", "pods", "ml", "infer-0"),
+    ("/apis/metrics.k8s.io/v1beta1/pods", "list", "pods", "", ""),
+    ("/apis/metrics.k8s.io/v1beta1/nodes/node-a", "get", "nodes", "", "node-a"),
+])
+def test_subject_access_review_attributes(path: str, verb: str, resource: str, namespace: str, name: str) -> None:
+    """What the SubjectAccessReview asks: verb get/list on pods/nodes in group metrics.k8s.io."""
+    from adapter.auth.attributes import ResourceAttributes, request_attributes
+
+    attrs = request_attributes("GET", path)
+    assert isinstance(attrs, ResourceAttributes)
+    assert (attrs.verb, attrs.group, attrs.version, attrs.resource, attrs.namespace, attrs.name) == (
+        verb, "metrics.k8s.io", "v1beta1", resource, namespace, name)
