@@ -14,6 +14,17 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adapter.api.paths import VERSIONS, parse_custom_path, parse_external_path
+from adapter.api.resource_metrics import (
+    RESOURCE_GROUP,
+    RESOURCE_VERSION,
+    field_matches,
+    metrics_list,
+    node_metrics,
+    parse_field_selector,
+    parse_resource_path,
+    pod_metrics,
+    resource_list,
+)
 from adapter.api.serialise import (
     CUSTOM_GROUP,
     EXTERNAL_GROUP,
@@ -28,7 +39,7 @@ from adapter.discovery import Discovery
 from adapter.explain import explain
 from adapter.observe import ObserveRequests
 from adapter.prometheus import PrometheusClient
-from adapter.provider import Provider
+from adapter.provider import Provider, ResourceMetrics
 from adapter.rules_source import RulesSource
 from adapter.selfmetrics import CONTENT_TYPE, AdapterMetrics
 from adapter.status import ApiError
@@ -127,7 +138,37 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         items = await state.provider.external(namespace, metric, request.query_params.get("labelSelector", ""))
         return _json(external_metric_value_list(items))
 
-    for group, endpoint in ((CUSTOM_GROUP, custom), (EXTERNAL_GROUP, external)):
+    resource_metrics = ResourceMetrics(state.provider, lambda: state.rules().resource_rules if state.rules else None)
+
+    async def resource(request: Request) -> Response:
+        """metrics.k8s.io: served only while the rules have ``resourceRules`` (else metrics-server may own it)."""
+        version, rest = request.path_params["version"], request.path_params.get("rest", "")
+        rules = resource_metrics.rules
+        if version != RESOURCE_VERSION or rules is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if not rest:
+            return _json(resource_list())
+        path = parse_resource_path(rest)
+        if path is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        selector = request.query_params.get("labelSelector", "")
+        try:
+            fields = parse_field_selector(request.query_params.get("fieldSelector", ""))
+        except ValueError as exc:
+            raise ApiError(400, f"invalid fieldSelector: {exc}") from None
+        if path.resource == "nodes":
+            nodes = await resource_metrics.nodes(path.name, selector)
+            if path.name is not None:
+                return _json(node_metrics(nodes[0], rules.window_s))
+            return _json(metrics_list("NodeMetrics", [node_metrics(n, rules.window_s) for n in nodes
+                                                      if field_matches(fields, n.name, None)]))
+        pods = await resource_metrics.pods(path.namespace, path.name, selector)
+        if path.name is not None:
+            return _json(pod_metrics(pods[0], rules.window_s))
+        return _json(metrics_list("PodMetrics", [pod_metrics(p, rules.window_s) for p in pods
+                                                 if field_matches(fields, p.name, p.namespace)]))
+
+    for group, endpoint in ((CUSTOM_GROUP, custom), (EXTERNAL_GROUP, external), (RESOURCE_GROUP, resource)):
         app.add_route(f"/apis/{group}/{{version}}", endpoint, methods=["GET"])
         app.add_route(f"/apis/{group}/{{version}}/{{rest:path}}", endpoint, methods=["GET"])
 
@@ -167,11 +208,19 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         groups = [api_group(CUSTOM_GROUP, list(reversed(VERSIONS)))]
         if state.serve_external():
             groups.append(api_group(EXTERNAL_GROUP, ["v1beta1"]))
+        if resource_metrics.rules is not None:
+            groups.append(api_group(RESOURCE_GROUP, [RESOURCE_VERSION]))
         return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 
     @app.get(f"/apis/{CUSTOM_GROUP}")
     async def custom_group() -> JSONResponse:
         return _json(api_group(CUSTOM_GROUP, list(reversed(VERSIONS))))  # v1beta2 preferred
+
+    @app.get(f"/apis/{RESOURCE_GROUP}")
+    async def resource_group() -> JSONResponse:
+        if resource_metrics.rules is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return _json(api_group(RESOURCE_GROUP, [RESOURCE_VERSION]))
 
     @app.get("/metrics")
     async def self_metrics() -> Response:

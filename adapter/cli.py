@@ -348,6 +348,7 @@ def check(
     from rich.console import Console
 
     from adapter.discovery import Discovery
+    from adapter.provider import check_resource_rules
 
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
                              prometheus_ca_file, None, None, prometheus_header, prometheus_auth_config,
@@ -362,6 +363,7 @@ def check(
             if not await discovery.relist():
                 console.print(f"[red]cannot list series from {prometheus_url}: {discovery.last_error}[/red]")
                 return 1
+            resource = await check_resource_rules(client, rules.resource_rules) if rules.resource_rules else []
         finally:
             await client.aclose()
         catalogue = discovery.catalogue
@@ -376,6 +378,11 @@ def check(
                     console.print("  [yellow]matches no series: this rule yields nothing[/yellow]")
                 for line in yielded:
                     console.print(f"  {line}")
+        for where, query, count in resource:  # resourceRules: pods (by container) and nodes with usable samples
+            console.print(f"[bold]{where}[/bold] {query.strip()}")
+            console.print(f"  {count} {'pods' if 'container' in where else 'nodes'} with samples" if count else
+                          "  [yellow]matches no series: this query yields nothing[/yellow]")
+            empty += not count
         console.print(f"{empty} rule(s) matched nothing" if empty else "every rule yields metrics")
         return 0
 

@@ -24,7 +24,13 @@ baseline measured in the same run (timings are never asserted):
 3. ``--burst`` identical concurrent requests on warm connections: how many Prometheus queries they caused
    (the adapter's cache counters and Prometheus' own ``/api/v1/query`` request counter; goal: 1).
 
-Usage: ``python bench/adapter_load.py [--quick] [--clients 32] [--duration-s 10] [--profile DIR] [--json FILE]``.
+``--kind podmetrics`` measures ``metrics.k8s.io`` instead: ``PodMetrics`` of a namespace of ``--podmetrics-pods``
+(1,500) pods with cAdvisor-shaped cpu and memory series (two containers each), served from ``resourceRules`` by
+the adapter (cache off and on) at 1 and 5 clients and at ``--clients``, against Prometheus answering the same two
+PromQL queries (each request is both queries, sent concurrently, as the adapter sends them).
+
+Usage: ``python bench/adapter_load.py [--quick] [--kind podmetrics] [--clients 32] [--duration-s 10]
+[--profile DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
 from tests.support.prometheus import PrometheusServer, free_port  # noqa: E402
+from tests.support.resource_rules import resource_rules_yaml  # noqa: E402
 
 GOALS = ("goals: adapter p99 <= Prometheus p99 + 2 ms for the same PromQL; adapter throughput >= 60 % of a bare "
          "uvicorn/FastAPI endpoint; 100 identical concurrent requests -> 1 Prometheus query")
@@ -779,6 +786,94 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
                   ["%", "frame"], [[f"{share:.1f}", f] for f, share in frames])
 
 
+# -- metrics.k8s.io: PodMetrics over many pods ------------------------------------------------------------------
+PODMETRICS_PATH = f"/apis/metrics.k8s.io/v1beta1/namespaces/{NAMESPACE}/pods"
+PODMETRICS_RULES = resource_rules_yaml(window="1m", cpu=("bench_cpu_cores", "bench_cpu_cores"),
+                                       memory=("bench_memory_bytes", "bench_memory_bytes"))
+
+def podmetrics_exposition(pods: int) -> str:
+    """cAdvisor-shaped gauges (the rate already taken, as a recording rule would): two containers per pod."""
+    rng = random.Random(11)
+    lines = []
+    for i in range(pods):
+        for container in ("main", "sidecar"):
+            labels = f'namespace="{NAMESPACE}",pod="p-{i}",container="{container}",node="node-{i // 30}"'
+            lines.append(f"bench_cpu_cores{{{labels}}} {rng.uniform(0.01, 4):.6f}")
+            lines.append(f"bench_memory_bytes{{{labels}}} {rng.randint(1, 8 << 30)}")
+    return "\n".join(lines) + "\n"
+
+
+async def podmetrics_bench(args: argparse.Namespace, prom: PrometheusServer, adapters: dict[str, AdapterProcess],
+                           queries: tuple[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    body = adapters["ttl0"].get(PODMETRICS_PATH)
+    body.raise_for_status()
+    result["items"] = len(body.json()["items"])
+    result["body_bytes"] = len(body.content)
+    get = [Call("podmetrics", "GET", PODMETRICS_PATH)]
+    timeout = f"{(10 * 900)}ms"
+    forms = [Call("podmetrics", "POST", "/api/v1/query", {"query": q, "timeout": timeout}) for q in queries]
+    rows = []
+    for clients in (*args.latency_clients, args.clients):
+        row: dict[str, Any] = {"clients": clients}
+        # Prometheus: each "request" is the two queries at once, so run both calls with twice the connections.
+        run = await run_load(args.client, prom.url, forms, 2 * clients, args.warmup_s, args.latency_s, "prometheus")
+        row["prometheus_query"] = summarize(run)
+        for name, adapter in adapters.items():
+            run = await run_load(args.client, adapter.url, get, clients, args.warmup_s, args.latency_s, name)
+            row[f"adapter_{name}"] = summarize(run)
+        rows.append(row)
+        print(f"... podmetrics x{clients}: prometheus per query p50 {fmt(row['prometheus_query'].get('p50_ms'))} ms, "
+              f"adapter p50/p99 {fmt(row['adapter_ttl0'].get('p50_ms'))}/{fmt(row['adapter_ttl0'].get('p99_ms'))} "
+              f"ms (ttl 0), {fmt(row['adapter_cache'].get('p50_ms'))}/{fmt(row['adapter_cache'].get('p99_ms'))} ms "
+              f"(cache), {row['adapter_ttl0']['rps']:,.0f}/{row['adapter_cache']['rps']:,.0f} requests/s", flush=True)
+    result["runs"] = rows
+    result["rss_mib"] = {name: psutil.Process(a.proc.pid).memory_info().rss / MIB for name, a in adapters.items()}
+    return result
+
+
+def podmetrics_main(args: argparse.Namespace) -> int:
+    from adapter.rules import parse_rules
+
+    header = [machine_line(), f"podmetrics: {args.podmetrics_pods} pods x 2 containers, clients "
+              f"{[*args.latency_clients, args.clients]}, window {args.latency_s:g}s, warmup {args.warmup_s:g}s; "
+              "auth: --disable-auth; no Kubernetes API (every pod with series)"]
+    print("\n".join(header), flush=True)
+    t0 = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-podmetrics-"))
+    rules = workdir / "rules.yaml"
+    rules.write_text(PODMETRICS_RULES)
+    parsed = parse_rules(PODMETRICS_RULES, "bench").resource_rules
+    assert parsed is not None
+    queries = (parsed.cpu.render_pods(NAMESPACE, None), parsed.memory.render_pods(NAMESPACE, None))
+    endpoint = MetricsEndpoint(podmetrics_exposition(args.podmetrics_pods))
+    prom = adapters = None
+    try:
+        prom = PrometheusServer([endpoint.address], job="cadvisor", honor_labels=True,
+                                scrape_interval=args.scrape_interval)
+        prom.wait_for(f'bench_memory_bytes{{pod="p-{args.podmetrics_pods - 1}",container="sidecar"}}', timeout=60)
+        adapters = {name: AdapterProcess(prom.url, str(workdir / "certs"), args=[
+            "--config", str(rules), "--query-cache-ttl", ttl, "--prometheus-timeout", "10s"], ready_timeout=60.0)
+            for name, ttl in (("ttl0", "0"), ("cache", "5s"))}
+        res = asyncio.run(podmetrics_bench(args, prom, adapters, queries))
+    finally:
+        for adapter in (adapters or {}).values():
+            adapter.stop()
+        if prom is not None:
+            prom.stop()
+        endpoint.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    table(f"PodMetrics of {res['items']} pods ({res['body_bytes']:,} bytes), latency in ms",
+          ["clients", "prom/query p50", "prom/query p99", "ttl0 p50", "ttl0 p99", "ttl0 rps", "cache p50", "cache p99",
+           "cache rps"],
+          [[str(r["clients"]), fmt(r["prometheus_query"].get("p50_ms")), fmt(r["prometheus_query"].get("p99_ms")),
+            fmt(r["adapter_ttl0"].get("p50_ms")), fmt(r["adapter_ttl0"].get("p99_ms")),
+            f"{r['adapter_ttl0']['rps']:,.0f}", fmt(r["adapter_cache"].get("p50_ms")),
+            fmt(r["adapter_cache"].get("p99_ms")), f"{r['adapter_cache']['rps']:,.0f}"] for r in res["runs"]])
+    finish(args, header[0], header[1], res, t0)
+    return 0
+
+
 def int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -789,6 +884,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mix", default="object:4,pods10:3,pods100:2,pods1500:1",
                    help="request mix for the throughput run, kind:weight (default object:4,pods10:3,pods100:2,"
                         "pods1500:1)")
+    p.add_argument("--kind", choices=["custom", "podmetrics"], default="custom",
+                   help="custom: the custom-metrics kinds (default); podmetrics: metrics.k8s.io PodMetrics")
+    p.add_argument("--podmetrics-pods", type=int, default=1500, help="pods in the podmetrics namespace (1500)")
     p.add_argument("--clients", type=int, default=32, help="connections in the throughput run (default 32)")
     p.add_argument("--latency-clients", type=int_list, default=[1, 5],
                    help="connections in the latency runs (default 1,5: the HPA controller syncs 5 at a time)")
@@ -820,6 +918,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
     exit_on_sigterm()
+    if args.kind == "podmetrics":
+        os.chdir(args.adapter_from or ROOT)
+        return podmetrics_main(args)
     # `python -m adapter` in the subprocesses then runs this checkout (or --adapter-from), not an installed copy.
     os.chdir(args.adapter_from or ROOT)
     header = [machine_line(), GOALS,

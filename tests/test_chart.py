@@ -325,6 +325,33 @@ def test_default_rules_are_the_presets_and_can_be_left_out(default):
     assert volume["configMap"]["name"] == "my-rules"
 
 
+
+def test_resource_metrics_option_registers_metrics_k8s_io_with_working_rules(default, tmp_path):
+    """Off by default (metrics-server may own the group); on: the APIService, the HPA controller's read access,
+    and kube-prometheus-stack resourceRules the adapter's loader accepts."""
+    assert "v1beta1.metrics.k8s.io" not in {d["metadata"]["name"] for d in find(default, "APIService")}
+    rules = one(default, "ConfigMap", f"{RELEASE}-gpu-autoscaler-adapter-rules")["data"]["rules.yaml"]
+    assert "resourceRules" not in yaml.safe_load(rules)
+    docs = render(None, "adapter.apiService.resourceMetrics.enabled=true")
+    assert validate_all(docs) == []
+    api = one(docs, "APIService", "v1beta1.metrics.k8s.io")
+    assert api["spec"]["group"] == "metrics.k8s.io" and api["spec"]["version"] == "v1beta1"
+    assert api["spec"]["service"]["name"] == f"{RELEASE}-gpu-autoscaler-adapter"
+    reader = one(docs, "ClusterRole", f"{RELEASE}-gpu-autoscaler-adapter-metrics-reader")
+    assert {"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": ["get", "list", "watch"]} \
+        in reader["rules"]
+    path = tmp_path / "rules.yaml"
+    path.write_text(one(docs, "ConfigMap", f"{RELEASE}-gpu-autoscaler-adapter-rules")["data"]["rules.yaml"])
+    config = load_rules(str(path)).resource_rules
+    assert config is not None and config.window_s == 300
+    assert "container_cpu_usage_seconds_total" in config.cpu.render_pods("ml", ["infer-0"])
+    assert config.memory.render_nodes(["node-a"]).strip() == (
+        'sum by (instance) (node_memory_MemTotal_bytes{instance="node-a"} - '
+        'node_memory_MemAvailable_bytes{instance="node-a"})')
+    bad = template(None, "adapter.apiService.resourceMetrics.enabled=true", "adapter.rules.resource.window=soon",
+                   check=False)
+    assert bad.returncode != 0 and "window" in bad.stderr
+
 # ---------------------------------------------------------------------------------------------- exporter
 
 def test_exporter_daemonset_runs_on_gpu_nodes_without_privileges(default):

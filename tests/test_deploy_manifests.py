@@ -421,3 +421,18 @@ def test_cluster_autoscaler_node_groups_can_scale_from_zero_for_the_workload(exa
         assert int(tags[prefix + "resources/nvidia.com/gpu"]) >= 1
         assert all(_tolerates(pod["tolerations"], t) for t in template_taints)
         assert any(_term_matches(term, template_labels) for term in terms), group["name"]
+
+
+def test_resource_metrics_component_registers_metrics_k8s_io(tmp_path):
+    tree = _copy_apiservice(tmp_path)
+    overlay = tree / "overlays" / "insecure"
+    kustomization = overlay / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "components: []", "components:\n- ../../components/resource-metrics"))
+    docs = kustomize(overlay)
+    assert validate_all(docs) == []
+    api = one(docs, "APIService", "v1beta1.metrics.k8s.io")
+    assert api["spec"]["group"] == "metrics.k8s.io" and api["spec"]["insecureSkipTLSVerify"] is True
+    assert api["spec"]["service"]["name"] == one(docs, "Service", "gpu-metrics-adapter")["metadata"]["name"]
+    hpa = _granted(docs, ("horizontal-pod-autoscaler", "kube-system"))
+    assert {"get", "list"} <= hpa[("metrics.k8s.io", "pods")] and {"get", "list"} <= hpa[("metrics.k8s.io", "nodes")]

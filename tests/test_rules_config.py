@@ -141,8 +141,11 @@ def test_defaults_and_extensions() -> None:
     config = parse_rules(
         textwrap.dedent("""\
             resourceRules:
-              cpu: {containerQuery: 'sum(rate(x[1m]))', nodeQuery: y, resources: {template: <<.Resource>>}}
-              window: 5m
+              cpu: {containerQuery: 'sum by (<<.GroupBy>>) (rate(x{<<.LabelMatchers>>}[1m]))', nodeQuery: y,
+                    resources: {template: <<.Resource>>}, containerLabel: container}
+              memory: {containerQuery: m, nodeQuery: 'n{<<.LabelMatchers>>}', resources: {template: <<.Resource>>},
+                       containerLabel: c}
+              window: 1m30s
             rules:
             - seriesQuery: 'queue_depth{namespace!=""}'
               resources: {template: <<.Resource>>}
@@ -156,10 +159,10 @@ def test_defaults_and_extensions() -> None:
             """),
         "rules.yaml",
     )
-    assert config.resource_rules == {
-        "cpu": {"containerQuery": "sum(rate(x[1m]))", "nodeQuery": "y", "resources": {"template": "<<.Resource>>"}},
-        "window": "5m",
-    }
+    resources = config.resource_rules
+    assert resources is not None and resources.window_s == 90
+    assert resources.cpu.render_pods("ns", ["p"]) == 'sum by (pod,container) (rate(x{namespace="ns",pod="p"}[1m]))'
+    assert resources.memory.render_nodes(None) == 'n{node!=""}' and resources.memory.container_label == "c"
     assert config.rules[0].missing_value is MissingValue.ZERO
     [ext] = config.external_rules
     assert ext.external and ext.where == "externalRules[0]" and ext.resources.namespaced is False

@@ -93,6 +93,10 @@ class MetadataCache:
         """Sorted names in ``namespace`` (``None`` for cluster-scoped resources); an empty selector selects all."""
         return self._store.names(namespace, selector)
 
+    def namespaced_names(self, selector: tuple[Requirement, ...] = ()) -> list[tuple[str, str]]:
+        """(namespace, name) of the selected namespaced objects in every namespace, sorted."""
+        return [(ns, name) for ns in self._store.namespaces() if ns for name in self._store.names(ns, selector)]
+
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def start(self) -> None:
         self._thread.start()

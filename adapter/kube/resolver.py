@@ -56,6 +56,12 @@ class KubeResolver:
                               f"within {self._sync_timeout:g}s: {why}")
         return cache.names(namespace, selector)
 
+    async def namespaced_names(self, group_resource: GroupResource,
+                               selector: tuple[Requirement, ...]) -> list[tuple[str, str]]:
+        """(namespace, name) of the selected objects in all namespaces (``kubectl top pods -A``)."""
+        await self.names(group_resource, None, ())  # waits for the sync, with its errors
+        return self.cache(group_resource).namespaced_names(selector)
+
     async def _wait(self, group_resource: GroupResource, cache: MetadataCache) -> bool:
         future = self._waits.get(group_resource)
         loop = asyncio.get_running_loop()

@@ -120,6 +120,11 @@ class MetadataStore:
                 _index_add(self._index, namespace, name, {k: v for k, v in labels.items() if old.get(k) != v})
             names[name] = labels
 
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold objects, sorted (``""`` for cluster-scoped ones)."""
+        with self._lock:
+            return sorted(self._by_namespace)
+
     def names(self, namespace: str | None, selector: tuple[Requirement, ...] = ()) -> list[str]:
         """Sorted names of the objects in ``namespace`` (``None``: cluster-scoped objects) that ``selector`` selects."""
         namespace = namespace or _CLUSTER

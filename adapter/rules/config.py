@@ -23,6 +23,7 @@ from adapter.rules.freshness import lookback_s
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
 from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_regexp, default_as
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
+from adapter.rules.resource_rules import ResourceRules, parse_resource_rules
 from adapter.rules.resources import GroupResource, ResourceError, is_known, normalise_resource
 from adapter.rules.samples import sample_args
 from adapter.rules.shape import check_series_selector
@@ -78,12 +79,12 @@ class DiscoveryRule:
 
 @dataclass(frozen=True, eq=False)
 class RulesConfig:
-    """A parsed rules file. ``resource_rules`` is kept as written (``metrics.k8s.io`` is not served)."""
+    """A parsed rules file. ``resource_rules`` (if any) serve ``metrics.k8s.io``."""
 
     source: str
     rules: tuple[DiscoveryRule, ...] = ()
     external_rules: tuple[DiscoveryRule, ...] = ()
-    resource_rules: Mapping[str, Any] | None = None
+    resource_rules: ResourceRules | None = None
     include: tuple[str, ...] = ()
 
     def series_queries(self) -> tuple[str, ...]:
@@ -110,9 +111,7 @@ class _Parser:
             raise self.fail("", f"invalid YAML: {exc}") from None
         data = {} if data is None else data
         self.mapping(data, "", _TOP_KEYS, what="the top level")
-        resource_rules = data.get("resourceRules")
-        if resource_rules is not None and not isinstance(resource_rules, dict):
-            raise self.fail("resourceRules", "must be a mapping")
+        resource_rules = parse_resource_rules(data.get("resourceRules"), self)
         return RulesConfig(
             source=self.source,
             rules=self.rules(data.get("rules"), "rules", external=False),

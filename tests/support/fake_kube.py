@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 import yaml
 
@@ -299,6 +300,9 @@ class FakeKube:
     expire_with_http_status: bool = False  # a too-old watch answers HTTP 410 instead of 200 + an ERROR event
     default_watch_timeout: float = 1800.0
     preferred_versions: dict[str, str] = field(default_factory=dict)  # group -> version, else the first registered
+    # group -> base URL of an aggregated API server (HTTPS, any certificate): the fake forwards GETs under
+    # /apis/<group> there and lists the group, as the kube-aggregator does for an APIService
+    aggregated: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.token_reviews: list[Obj] = []
@@ -489,7 +493,11 @@ class FakeKube:
             if scheme.lower() != "bearer" or token.strip() != self.require_token:
                 h.send_status(401, "Unauthorized", "Unauthorized")
                 return
-        if method == "POST":
+        delegate = next((base for group, base in self.aggregated.items()
+                         if path == f"/apis/{group}" or path.startswith(f"/apis/{group}/")), None)
+        if delegate is not None and method == "GET":
+            self._forward(h, delegate, path, query)
+        elif method == "POST":
             self._post(h, path, body)
         elif method != "GET":
             h.send_status(405, "MethodNotAllowed", f"the fake API server does not implement {method}")
@@ -506,6 +514,10 @@ class FakeKube:
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"{self.host}:{self.port}"}]})
         elif path == "/apis":
             groups = [self._api_group(g) for g in sorted({t.group for t in self._types.values() if t.group})]
+            for group, base in self.aggregated.items():
+                answer = httpx.get(f"{base}/apis/{group}", verify=False, timeout=5.0)
+                if answer.status_code == 200:
+                    groups.append(answer.json())
             h.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
                               "groups": [{k: v for k, v in g.items() if k not in ("kind", "apiVersion")}
                                          for g in groups]})
@@ -515,6 +527,11 @@ class FakeKube:
                 h.send_status(404, "NotFound", "the server could not find the requested resource")
                 return
             h.send_json(200, self._api_group(group))
+
+    @staticmethod
+    def _forward(h: _Handler, base: str, path: str, query: dict[str, str]) -> None:
+        answer = httpx.get(base + path, params=query, verify=False, timeout=10.0)
+        h.send_json(answer.status_code, answer.json())
 
     def _api_group(self, group: str) -> Obj:
         versions = list(dict.fromkeys(t.version for t in self._types.values() if t.group == group))

@@ -142,5 +142,8 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- if and .Values.adapter.rules.presets $presets.resourceRules -}}
 {{- $_ := set $doc "resourceRules" $presets.resourceRules -}}
 {{- end -}}
+{{- if .Values.adapter.apiService.resourceMetrics.enabled -}}
+{{- $_ := set $doc "resourceRules" .Values.adapter.rules.resource -}}
+{{- end -}}
 {{- toYaml $doc -}}
 {{- end -}}
