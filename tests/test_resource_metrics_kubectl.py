@@ -4,11 +4,8 @@ and pods kubectl and the adapter's label-selector resolver read)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,18 +13,13 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.fake_kube import FakeKube, node, pod
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.tools import require_tool
 from tests.test_resource_metrics_e2e import EXPOSITION, RULES
-
-KUBECTL = Path(__file__).resolve().parents[1] / ".tools" / "bin" / "kubectl"
 
 
 @pytest.fixture(scope="module")
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], AdapterProcess]]:
-    if not KUBECTL.exists() and not shutil.which("kubectl"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("kubectl missing: run scripts/install-tools.sh")
-        pytest.skip("kubectl missing: run scripts/install-tools.sh")
-    binary = str(KUBECTL) if KUBECTL.exists() else str(shutil.which("kubectl"))
+    binary = require_tool("kubectl")
     tmp = tmp_path_factory.mktemp("kubectl-top")
     kube = FakeKube()
     for name, cpu, memory in (("node-a", "4", "16Gi"), ("node-b", "2", "8Gi")):
