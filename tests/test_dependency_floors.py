@@ -52,7 +52,7 @@ def _floors() -> dict[str, str]:
 FIRST_WORKING = {
     "uvicorn": (0, 47),  # uvicorn.Config(ssl_context_factory=...)
     "nvidia-ml-py": (12, 570),  # nvmlDeviceGetTemperatureV
-    "prometheus-client": (0, 23),  # exposition.CONTENT_TYPE_PLAIN_0_0_4
+    "prometheus-client": (0, 23),  # exposition.CONTENT_TYPE_PLAIN_0_0_4 (0.23.0 lacks its packaging dependency)
     "typer": (0, 28),  # typer.TyperException
     "kubernetes": (37, 0),  # older clients hang the first watch-backed selector request
     "promql-parser": (0, 9),  # promql_parser.walk (tests); string escapes decoded in matcher values (0.7)
