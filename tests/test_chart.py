@@ -40,6 +40,7 @@ VALUES_SETS = {
     "insecure": CI / "insecure-values.yaml",
     "existing-secret": CI / "existing-secret-values.yaml",
     "external-metrics": REPO / "hpa-examples" / "chart-values-external-metrics.yaml",
+    "vllm": REPO / "hpa-examples" / "chart-values-vllm.yaml",
 }
 
 
