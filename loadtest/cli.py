@@ -4,6 +4,7 @@ a cluster), ``replica`` (one inference stand-in)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -101,6 +102,33 @@ def _prepare_outputs(*paths: Path | None) -> None:
                 raise UsageError(f"{path}: cannot create its directory: {exc.strerror}") from None
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
+
+
+def parse_headers(items: list[str], flag: str) -> list[tuple[str, str]]:
+    """``Name: value`` options as (name, value) pairs, in order."""
+    headers = []
+    for item in items:
+        name, colon, value = item.partition(":")
+        if not colon or not _TOKEN.match(name.strip()):
+            raise UsageError(f"{flag} {item!r}: expected 'Name: value'")
+        if any(ch in value for ch in "\r\n"):
+            raise UsageError(f"{flag} {item!r}: a header value cannot span lines")
+        headers.append((name.strip(), value.strip()))
+    return headers
+
+
+def _request_body(body: str | None, body_file: Path | None) -> bytes | None:
+    if body is not None and body_file is not None:
+        raise UsageError("--body and --body-file exclude each other")
+    if body_file is None:
+        return None if body is None else body.encode()
+    try:
+        return body_file.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--body-file {body_file}: {exc.strerror}") from None
+
+
 def _profile_option(text: str, duration: str | None) -> Profile:
     """``--profile`` text; a bare rate (``50``) runs for ``--duration`` (default 60 s), and ``--duration``
     stretches or shrinks any other profile to that total length."""
@@ -169,7 +197,15 @@ def run(
                         ] = None,
     timeout: Annotated[str, typer.Option("--timeout", help="Per-request timeout.")] = "5s",
     max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="More in flight are dropped.")] = 256,
-    method: Annotated[str, typer.Option("--method")] = "GET",
+    method: Annotated[str | None, typer.Option("--method", help="HTTP method (default GET, POST with a body).")
+                      ] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", "-H", help="'Name: value' sent with every request (repeatable), e.g. 'Authorization: Bearer ...'.")
+    ] = None,
+    body: Annotated[str | None, typer.Option(
+        "--body", help="Request body sent with every request, e.g. an OpenAI /v1/completions JSON; Content-Type "
+                       "defaults to application/json.")] = None,
+    body_file: Annotated[Path | None, typer.Option("--body-file", help="Like --body, read from this file.")] = None,
     arrivals: Annotated[Arrivals, typer.Option("--arrivals", help="poisson (default) or uniform.")
                         ] = Arrivals.POISSON,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
@@ -200,7 +236,13 @@ def run(
         raise UsageError(f"--metric {metric!r}: expected an API path starting with /")
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--url {url!r}: expected an http:// or https:// URL")
-    options = RunOptions(url=url, profile=_profile_option(profile, duration), method=method.upper(),
+    content = _request_body(body, body_file)
+    headers = parse_headers(header or [], "--header")
+    if content is not None and not any(name.lower() == "content-type" for name, _ in headers):
+        headers.append(("Content-Type", "application/json"))
+    options = RunOptions(url=url, profile=_profile_option(profile, duration),
+                         method=(method or ("POST" if content is not None else "GET")).upper(),
+                         headers=tuple(headers), body=content,
                          timeout_s=parse_duration(timeout), max_inflight=max_inflight, arrivals=arrivals,
                          watch_interval_s=parse_duration(watch_interval), prometheus_url=prometheus_url, query=query,
                          metric_label=(metric or hpa or "metric").rsplit("/", 1)[-1].split("?")[0])
@@ -227,12 +269,17 @@ def replica(
                            ] = 2.0,
     grace: Annotated[float, typer.Option("--grace", min=0.0, help="Seconds to finish requests after SIGTERM.")
                      ] = 10.0,
+    model: Annotated[str, typer.Option("--model", help="The model /v1/completions serves.")] = "demo-model",
+    require_header: Annotated[list[str] | None, typer.Option(
+        "--require-header", help="'Name: value' every /v1/completions request must carry (repeatable).")] = None,
 ) -> None:
-    """One inference stand-in: /infer holds the simulated GPU for --service-ms; /stats, /healthz."""
+    """One inference stand-in: /infer and /v1/completions hold the simulated GPU for --service-ms; /metrics (vLLM
+    names), /stats, /healthz."""
     from loadtest.replica import ReplicaConfig, serve
 
+    required = tuple((name.lower(), value) for name, value in parse_headers(require_header or [], "--require-header"))
     asyncio.run(serve(ReplicaConfig(name=name, gpu=gpu, service_s=service_ms / 1000.0, busy_window_s=busy_window,
-                                    host=host, port=port, grace_s=grace)))
+                                    host=host, port=port, grace_s=grace, model=model, required_headers=required)))
 
 
 def main(argv: list[str] | None = None) -> None:

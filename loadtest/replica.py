@@ -1,11 +1,13 @@
 """The inference stand-in: one replica owning one simulated GPU, behind a minimal HTTP/1.1 server (asyncio).
 
 ``GET``/``POST /infer`` holds the GPU for a fixed service time; requests take the GPU one at a time, in arrival
-order, so an overloaded replica queues and its latency grows. A request whose client has gone away by the time
-the GPU is free is skipped, as inference servers abort disconnected requests. ``GET /stats`` reports the GPU's
-busy fraction over a sliding window (what the demo writes into the exporter's fake GPU state), ``GET /healthz``
-answers ``ok`` (503 once draining). SIGTERM stops accepting, lets queued requests finish (within a grace period)
-and exits, as a pod does.
+order, so an overloaded replica queues and its latency grows. ``POST /v1/completions`` does the same for an
+OpenAI-compatible completion request, checked as a server would: a JSON object body naming the served ``model``
+with a ``prompt`` (400, 404 or 415 otherwise), and every header given with ``--require-header`` (401 without it).
+A request whose client has gone away by the time the GPU is free is skipped, as inference servers abort
+disconnected requests. ``GET /stats`` reports the GPU's busy fraction over a sliding window (what the demo writes
+into the exporter's fake GPU state), ``GET /healthz`` answers ``ok`` (503 once draining). SIGTERM stops
+accepting, lets queued requests finish (within a grace period) and exits, as a pod does.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ __all__ = ["READY_PREFIX", "InferenceReplica", "ReplicaConfig", "serve"]
 
 READY_PREFIX = "listening on "
 _MAX_HEAD = 64 * 1024
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+            415: "Unsupported Media Type", 503: "Service Unavailable"}
+_MAX_BODY = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class ReplicaConfig:
     host: str = "127.0.0.1"
     port: int = 0
     grace_s: float = 10.0
+    model: str = "demo-model"
+    required_headers: tuple[tuple[str, str], ...] = ()  # (lower-case name, value)
 
 
 @dataclass
@@ -44,6 +50,8 @@ class _Request:
     method: str
     path: str
     keep_alive: bool
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
 
 
 class InferenceReplica:
@@ -52,6 +60,7 @@ class InferenceReplica:
         self.busy = BusyWindow(config.busy_window_s)
         self.served = 0
         self.abandoned = 0
+        self.rejected = 0
         self.waiting = 0
         self.draining = False
         self._gpu = asyncio.Lock()
@@ -79,7 +88,7 @@ class InferenceReplica:
     def stats(self) -> dict[str, Any]:
         return {"name": self.config.name, "gpu": self.config.gpu, "busy": round(self.busy.fraction(), 4),
                 "window_s": self.config.busy_window_s, "served": self.served, "abandoned": self.abandoned,
-                "waiting": self.waiting}
+                "rejected": self.rejected, "waiting": self.waiting}
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -118,11 +127,45 @@ class InferenceReplica:
                 return 405, b'{"error": "use GET or POST"}'
             result = await self._infer(reader)
             return None if result is None else (200, json.dumps(result).encode())
+        if path == "/v1/completions":
+            problem = self._check_completion(request)
+            if problem is not None:
+                self.rejected += 1
+                status, message = problem
+                return status, json.dumps({"error": {"message": message, "code": status}}).encode()
+            result = await self._infer(reader)
+            return None if result is None else (200, json.dumps(self._completion(result)).encode())
         if path == "/healthz":
             return (503, b"draining") if self.draining else (200, b"ok")
         if path == "/stats":
             return 200, json.dumps(self.stats()).encode()
         return 404, b'{"error": "not found"}'
+
+    def _check_completion(self, request: _Request) -> tuple[int, str] | None:
+        """Why a completion request is refused (status, message), or None when it is well-formed."""
+        if request.method != "POST":
+            return 405, "use POST"
+        for name, value in self.config.required_headers:
+            if request.headers.get(name) != value:
+                return 401, f"missing or wrong header {name}"
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return 415, "Content-Type must be application/json"
+        try:
+            body = json.loads(request.body)
+        except ValueError as exc:
+            return 400, f"the body is not JSON: {exc}"
+        if not isinstance(body, dict):
+            return 400, "the body must be a JSON object"
+        if body.get("model") != self.config.model:
+            return 404, f"The model `{body.get('model')}` does not exist."
+        if not isinstance(body.get("prompt"), str | list):
+            return 400, "prompt: a string or a list is required"
+        return None
+
+    def _completion(self, result: dict[str, Any]) -> dict[str, Any]:
+        return {"id": f"cmpl-{self.config.name}-{self.served}", "object": "text_completion",
+                "model": self.config.model, "choices": [{"index": 0, "text": " ok", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}, "replica": result}
 
     async def _infer(self, reader: asyncio.StreamReader) -> dict[str, Any] | None:
         queued = time.monotonic()
@@ -148,7 +191,7 @@ class InferenceReplica:
 
 
 async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """One request head (and its body, discarded); ``None`` when the client closed the connection."""
+    """One request (head and body); ``None`` when the client closed the connection."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
@@ -163,11 +206,12 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
     if headers.get("transfer-encoding", "").lower() == "chunked":
         raise ValueError("chunked request bodies are not supported")
     length = int(headers.get("content-length", "0") or 0)
-    if length:
-        await reader.readexactly(length)
+    if length > _MAX_BODY:
+        raise ValueError("request body too large")
+    body = await reader.readexactly(length) if length else b""
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    return _Request(method, target, keep_alive)
+    return _Request(method, target, keep_alive, headers, body)
 
 
 def _response(status: int, body: bytes, keep_alive: bool) -> bytes:
