@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,7 +19,11 @@ from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
 from loadtest.promrange import PromRangeError
+from loadtest.scale_on import ScaleOn
 from loadtest.summary import Summary
+
+if TYPE_CHECKING:
+    from loadtest.demo import DemoResult, DemoSettings
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Load generation and the closed-loop GPU autoscaling demo.")
@@ -145,8 +149,15 @@ def _profile_option(text: str, duration: str | None) -> Profile:
 @app.command()
 def demo(
     quick: Annotated[bool, typer.Option("--quick", help="The short profile for CI (about a minute).")] = False,
+    metric: Annotated[ScaleOn, typer.Option(
+        "--metric", help="What the HPA scales on: gpu (DCGM_FI_DEV_GPU_UTIL per pod), queue "
+                         "(vllm:num_requests_waiting per pod) or both.")] = ScaleOn.GPU,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Run the same profile once per --metric choice (gpu, queue, both); print one table and "
+                          "plot all runs together.")] = False,
     summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
-    plot: Annotated[Path, typer.Option("--plot", help="PNG of the run.")] = Path("out/demo.png"),
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="PNG of the run (default out/demo.png; out/demo-compare.png with --compare).")] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
     profile: Annotated[str | None, typer.Option(
         "--profile", help="Override the load profile, e.g. '15s:8,10s:8..55,60s:55,10s:55..8,55s:8'.")] = None,
@@ -157,6 +168,8 @@ def demo(
     ] = None,
     target: Annotated[float | None, typer.Option("--target", help="Average GPU utilisation per pod (default 60).")
                       ] = None,
+    queue_target: Annotated[float | None, typer.Option(
+        "--queue-target", help="Average requests waiting per pod (default 5).")] = None,
     max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, max=64,
                                                      help="maxReplicas, also the number of GPUs (default 8).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
@@ -171,21 +184,53 @@ def demo(
         base, profile=parse_profile(profile) if profile else None,
         sync_period_s=None if sync_period is None else parse_duration(sync_period),
         scale_down_window_s=None if window is None else round(window), target=target, max_replicas=max_replicas,
-        arrivals=arrivals)
+        arrivals=arrivals, scale_on=metric, queue_target=queue_target)
     if settings.sync_period_s <= 0:
         raise UsageError("--sync-period must be longer than 0 s")
+    if settings.queue_target <= 0:
+        raise UsageError("--queue-target must be above 0")
+    plot = plot or Path("out/demo-compare.png" if compare else "out/demo.png")
     _prepare_outputs(plot, summary, csv_path)
     console = Console(highlight=False)
+    if compare:
+        _compare(console, settings, plot, summary, csv_path)
+        return
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
     outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
     result = _cancellable(lambda: run_demo(settings, outputs, progress))
     print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
+    _end(result)
+
+
+def _end(result: DemoResult) -> None:
+    """Exit as the run ended: 1 with the failing processes' logs, 130 when interrupted."""
     if result.error:
         for name, tail in result.log_tails.items():
             print(f"--- {name} log ---\n{tail}", file=sys.stderr)
         raise DemoFailed(result.error)
     if result.interrupted:
         raise typer.Exit(130)
+
+
+def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,
+             ) -> None:
+    from loadtest.compare import comparison_row, format_table, run_comparison
+    from loadtest.live import Progress
+
+    def progress(choice: ScaleOn) -> Progress:
+        return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --metric {choice.value}")
+
+    results = _cancellable(lambda: run_comparison(settings, list(ScaleOn), plot=plot, summary=summary,
+                                                  csv=csv_path, progress=progress))
+    for choice, result in results:
+        print_summary(console, result.summary, f"--metric {choice.value}"
+                      + (": interrupted, partial summary" if result.interrupted else ""))
+    console.print(f"\ncomparison ({settings.profile.text()}, HPA sync every {settings.sync_period_s:g}s)",
+                  markup=False, soft_wrap=True)
+    console.print(format_table([comparison_row(c, r.summary) for c, r in results]), markup=False, soft_wrap=True)
+    if plot.exists():
+        console.print(f"plot: {plot}", markup=False, soft_wrap=True)
+    _end(results[-1][1])
 
 
 @app.command()
