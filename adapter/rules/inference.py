@@ -20,10 +20,10 @@ Names, types and labels come from each server's source (read, not assumed):
 
 * vLLM: ``vllm/engine/metrics.py`` (the V0 engine; label ``model_name``; ``vllm:gpu_cache_usage_perc``) and
   ``vllm/v1/metrics/loggers.py`` (the V1 engine; labels ``model_name``, ``engine``; ``vllm:kv_cache_usage_perc``
-  since 0.9, where ``vllm:gpu_cache_usage_perc`` is kept as deprecated; later releases drop it). The
+  since 0.9, where ``vllm:gpu_cache_usage_perc`` is kept as deprecated and marked to be hidden later). The
   time-to-first-token histogram is ``vllm:time_to_first_token_seconds`` in both.
 * Triton: ``src/metrics.cc`` of triton-inference-server/core (``nv_inference_pending_request_count``, a gauge
-  added in 2023-08; ``nv_inference_queue_duration_us``, a counter of microseconds without a ``_total`` suffix;
+  first in its r23.09 branch; ``nv_inference_queue_duration_us``, a counter of microseconds without a ``_total`` suffix;
   labels ``model``, ``version``, and ``namespace`` when model namespacing is on) and the server's
   ``docs/user_guide/metrics.md``.
 * TGI: ``router/src/server.rs`` and ``backends/v3/src/{queue,backend}.rs`` of text-generation-inference
@@ -91,16 +91,22 @@ class Gauge:
         return f"{self.aggregation} by (namespace, deployment) ({either} {_JOIN})"
 
 
-@dataclass(frozen=True)
-class Rate:
-    """A counter served as its per-second rate, added up over a pod's series."""
+class _Renamed:
+    """A metric served under one API name of its own (``api_name``), not its series' name."""
 
-    counter: str
     api_name: str
 
     @property
     def api_names(self) -> tuple[str, ...]:
         return (self.api_name,)
+
+
+@dataclass(frozen=True)
+class Rate(_Renamed):
+    """A counter served as its per-second rate, added up over a pod's series."""
+
+    counter: str
+    api_name: str
 
     @property
     def recorded(self) -> str:
@@ -115,7 +121,7 @@ class Rate:
 
 
 @dataclass(frozen=True)
-class Quantile:
+class Quantile(_Renamed):
     """A histogram's quantile over the rate window. With no observation in the window the quantile is undefined
     (NaN, which the adapter never serves); the value is then 0, read from the ``+Inf`` bucket's rate, so an idle
     server can scale down. A server with no series at all still gets no value."""
@@ -123,10 +129,6 @@ class Quantile:
     histogram: str
     quantile: float
     api_name: str
-
-    @property
-    def api_names(self) -> tuple[str, ...]:
-        return (self.api_name,)
 
     @property
     def recorded(self) -> str:
