@@ -3,7 +3,7 @@ waiting, both), then one table and one plot of all runs. Each run starts its own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,16 +64,19 @@ def _with_suffix(path: Path | None, choice: ScaleOn) -> Path | None:
     return None if path is None else path.with_name(f"{path.stem}-{choice.value}{path.suffix}")
 
 
+Runner = Callable[[DemoSettings, DemoOutputs, Progress], Awaitable[DemoResult]]
+
+
 async def run_comparison(settings: DemoSettings, choices: Sequence[ScaleOn], *, plot: Path | None,
                          summary: Path | None, csv: Path | None, progress: Callable[[ScaleOn], Progress],
-                         ) -> list[tuple[ScaleOn, DemoResult]]:
+                         runner: Runner = run_demo) -> list[tuple[ScaleOn, DemoResult]]:
     """Run the demo once per choice, in order; stop after a run that failed or was interrupted. The plot and the
     summary (``{"table": [...], "runs": {choice: summary}}``) cover the runs that finished; ``csv`` gets one file
     per run (``NAME-<choice>.csv``)."""
     results: list[tuple[ScaleOn, DemoResult]] = []
     for choice in choices:
         run_settings = replace(settings, scale_on=choice)
-        result = await run_demo(run_settings, DemoOutputs(csv=_with_suffix(csv, choice)), progress(choice))
+        result = await runner(run_settings, DemoOutputs(csv=_with_suffix(csv, choice)), progress(choice))
         results.append((choice, result))
         if result.interrupted or result.error:
             break

@@ -1,13 +1,31 @@
-"""The demo's scaling choices (HPA spec per --metric) and the --compare table, from settings and summaries (pure)."""
+"""The demo's scaling choices (HPA spec per --metric) and --compare (its table, and its runs with a stand-in for
+the demo run)."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import io
+import json
+from pathlib import Path
 
-from loadtest.compare import comparison_row, format_table
-from loadtest.demo import DEFAULT_SETTINGS, QUICK_SETTINGS, ScaleOn, describe_metrics, with_overrides
+import pytest
+from rich.console import Console
+
+from loadtest.compare import comparison_row, format_table, run_comparison
+from loadtest.demo import (
+    DEFAULT_SETTINGS,
+    QUICK_SETTINGS,
+    DemoOutputs,
+    DemoResult,
+    DemoSettings,
+    ScaleOn,
+    describe_metrics,
+    with_overrides,
+)
 from loadtest.hpa import MetricType, TargetType
+from loadtest.live import Progress
 from loadtest.summary import PhaseLatency, Summary
+from loadtest.timeline import SyncRecord, TimelineRow
 
 
 @pytest.mark.parametrize(("choice", "metrics"), [
@@ -50,3 +68,30 @@ def test_comparison_table() -> None:
         "| gpu    | 15 s           | 2 (to 4)            | 4             | 835 of 4490     | 1900.5 ms       |",
         "| queue  | 15 s           | 1 (to 4)            | 8             | 120 of 4490     | -               |",
     ]
+
+
+def test_run_comparison_runs_each_choice_and_stops_after_a_failure(tmp_path: Path) -> None:
+    """With a stand-in for the demo run: one run per choice with that choice's settings, the table and every
+    run's summary in one JSON, one plot, a CSV path per run; a failed run ends the comparison."""
+    seen: list[tuple[ScaleOn, Path | None]] = []
+
+    async def runner(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+        seen.append((settings.scale_on, outputs.csv))
+        rows = [TimelineRow(t=float(t), phase="hold", target_rps=55.0, sent=55, ok=50, errors=5, p95_ms=40.0,
+                            current_replicas=1 + t, desired_replicas=2 + t) for t in range(3)]
+        syncs = [SyncRecord(1.0, 1, 2, 99.0, "pods metric X above target")]
+        error = "RuntimeError: adapter exited" if settings.scale_on is ScaleOn.QUEUE else None
+        return DemoResult(summary(1.0, 1, 3, 15, 0, 40.0), rows, syncs, error=error)
+
+    def progress(choice: ScaleOn) -> Progress:
+        return Progress(Console(file=io.StringIO()))
+
+    results = asyncio.run(run_comparison(QUICK_SETTINGS, list(ScaleOn), plot=tmp_path / "c.png",
+                                         summary=tmp_path / "c.json", csv=tmp_path / "t.csv", progress=progress,
+                                         runner=runner))
+    assert [c for c, _ in results] == [ScaleOn.GPU, ScaleOn.QUEUE]  # "both" never ran
+    assert seen == [(ScaleOn.GPU, tmp_path / "t-gpu.csv"), (ScaleOn.QUEUE, tmp_path / "t-queue.csv")]
+    document = json.loads((tmp_path / "c.json").read_text())
+    assert [row["scale_on"] for row in document["table"]] == ["gpu", "queue"]
+    assert document["table"][0]["failed"] == 15 and set(document["runs"]) == {"gpu", "queue"}
+    assert (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")  # the finished run, plotted
