@@ -82,10 +82,12 @@ async def run_comparison(settings: DemoSettings, choices: Sequence[ScaleOn], *, 
             break
     done = [(c, r) for c, r in results if not (r.interrupted or r.error)]
     if plot is not None and done:
-        plot_comparison([(describe_metrics(replace(settings, scale_on=c)), r.rows, r.syncs) for c, r in done], plot,
+        legend = "; ".join(f"{c.value}: " + ("both metrics" if c is ScaleOn.BOTH else
+                                             describe_metrics(replace(settings, scale_on=c))) for c, _ in done)
+        plot_comparison([(c.value, r.rows, r.syncs) for c, r in done], plot,
                         load_step_at=settings.profile.load_step_at, load_drop_at=settings.profile.load_drop_at,
-                        title=f"gpu-loadtest demo --compare: {settings.profile.text()}, HPA sync every "
-                              f"{settings.sync_period_s:g}s")
+                        title=f"gpu-loadtest demo --compare: profile {settings.profile.text()}, HPA sync every "
+                              f"{settings.sync_period_s:g}s\n{legend}")
     if summary is not None:
         document: dict[str, Any] = {
             "table": [vars(comparison_row(c, r.summary)) for c, r in results],

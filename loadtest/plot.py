@@ -133,24 +133,24 @@ def plot_comparison(
     load_drop_at: float | None = None,
 ) -> None:
     """Several runs of one profile, one colour each: answered requests, failures, p95 latency, replicas."""
-    fig = Figure(figsize=(11, 10.5))
+    fig = Figure(figsize=(11, 11))
     rate, failed, latency, replicas = fig.subplots(4, 1, sharex=True)
-    fig.suptitle(title, fontsize=12)
+    fig.suptitle(title, fontsize=11)
     if runs and runs[0][1]:
         first = runs[0][1]
         rate.step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey", linestyle="--",
                   label="target rate")
     for (label, rows, syncs), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
-        rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: ok")
+        rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
         failed.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
                     label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
         xs, ys = _series(rows, "p95_ms")
-        latency.plot(xs, ys, color=color, label=f"{label}: p95")
+        latency.plot(xs, ys, color=color, label=label)
         xs, ys = _series(rows, "current_replicas")
-        replicas.step(xs, ys, where="post", color=color, linewidth=2, label=f"{label}: ready")
+        replicas.step(xs, ys, where="post", color=color, linewidth=2, label=label)
         xs, ys = _series(rows, "desired_replicas")
-        replicas.step(xs, ys, where="post", color=color, linewidth=1, linestyle="--", label=f"{label}: desired")
+        replicas.step(xs, ys, where="post", color=color, linewidth=1, linestyle="--")
         ups = [s for s in syncs if s.direction]
         replicas.plot([s.t for s in ups], [s.desired for s in ups], "o", color=color, markersize=4)
     rate.set_ylabel("requests / s")
@@ -158,7 +158,7 @@ def plot_comparison(
     if any(r.p95_ms for _, rows, _ in runs for r in rows):
         latency.set_yscale("log")
     latency.set_ylabel("p95 latency (ms)")
-    replicas.set_ylabel("replicas")
+    replicas.set_ylabel("replicas (ready; dashed: desired)")
     replicas.set_xlabel("seconds since the load started (dots: HPA decisions)")
     replicas.yaxis.get_major_locator().set_params(integer=True)
     replicas.set_ylim(bottom=0)
