@@ -4,11 +4,12 @@ a cluster), ``replica`` (one inference stand-in)."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,7 +20,11 @@ from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
 from loadtest.promrange import PromRangeError
+from loadtest.scale_on import ScaleOn
 from loadtest.summary import Summary
+
+if TYPE_CHECKING:
+    from loadtest.demo import DemoResult, DemoSettings
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Load generation and the closed-loop GPU autoscaling demo.")
@@ -102,6 +107,33 @@ def _prepare_outputs(*paths: Path | None) -> None:
                 raise UsageError(f"{path}: cannot create its directory: {exc.strerror}") from None
 
 
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
+
+
+def parse_headers(items: list[str], flag: str) -> list[tuple[str, str]]:
+    """``Name: value`` options as (name, value) pairs, in order."""
+    headers = []
+    for item in items:
+        name, colon, value = item.partition(":")
+        if not colon or not _TOKEN.match(name.strip()):
+            raise UsageError(f"{flag} {item!r}: expected 'Name: value'")
+        if any(ch in value for ch in "\r\n"):
+            raise UsageError(f"{flag} {item!r}: a header value cannot span lines")
+        headers.append((name.strip(), value.strip()))
+    return headers
+
+
+def _request_body(body: str | None, body_file: Path | None) -> bytes | None:
+    if body is not None and body_file is not None:
+        raise UsageError("--body and --body-file exclude each other")
+    if body_file is None:
+        return None if body is None else body.encode()
+    try:
+        return body_file.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--body-file {body_file}: {exc.strerror}") from None
+
+
 def _profile_option(text: str, duration: str | None) -> Profile:
     """``--profile`` text; a bare rate (``50``) runs for ``--duration`` (default 60 s), and ``--duration``
     stretches or shrinks any other profile to that total length."""
@@ -118,8 +150,15 @@ def _profile_option(text: str, duration: str | None) -> Profile:
 @app.command()
 def demo(
     quick: Annotated[bool, typer.Option("--quick", help="The short profile for CI (about a minute).")] = False,
+    metric: Annotated[ScaleOn, typer.Option(
+        "--metric", help="What the HPA scales on: gpu (DCGM_FI_DEV_GPU_UTIL per pod), queue "
+                         "(vllm:num_requests_waiting per pod) or both.")] = ScaleOn.GPU,
+    compare: Annotated[bool, typer.Option(
+        "--compare", help="Run the same profile once per --metric choice (gpu, queue, both); print one table and "
+                          "plot all runs together.")] = False,
     summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
-    plot: Annotated[Path, typer.Option("--plot", help="PNG of the run.")] = Path("out/demo.png"),
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="PNG of the run (default out/demo.png; out/demo-compare.png with --compare).")] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
     profile: Annotated[str | None, typer.Option(
         "--profile", help="Override the load profile, e.g. '15s:8,10s:8..55,60s:55,10s:55..8,55s:8'.")] = None,
@@ -130,6 +169,8 @@ def demo(
     ] = None,
     target: Annotated[float | None, typer.Option("--target", help="Average GPU utilisation per pod (default 60).")
                       ] = None,
+    queue_target: Annotated[float | None, typer.Option(
+        "--queue-target", help="Average requests waiting per pod (default 5).")] = None,
     max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, max=64,
                                                      help="maxReplicas, also the number of GPUs (default 8).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
@@ -145,21 +186,53 @@ def demo(
         base, profile=parse_profile(profile) if profile else None,
         sync_period_s=None if sync_period is None else parse_duration(sync_period),
         scale_down_window_s=None if window is None else round(window), target=target, max_replicas=max_replicas,
-        arrivals=arrivals)
+        arrivals=arrivals, scale_on=metric, queue_target=queue_target)
     if settings.sync_period_s <= 0:
         raise UsageError("--sync-period must be longer than 0 s")
+    if settings.queue_target <= 0:
+        raise UsageError("--queue-target must be above 0")
+    plot = plot or Path("out/demo-compare.png" if compare else "out/demo.png")
     _prepare_outputs(plot, summary, csv_path)
     console = Console(highlight=False)
+    if compare:
+        _compare(console, settings, plot, summary, csv_path)
+        return
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
     outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
     result = _cancellable(lambda: run_demo(settings, outputs, progress))
     print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
+    _end(result)
+
+
+def _end(result: DemoResult) -> None:
+    """Exit as the run ended: 1 with the failing processes' logs, 130 when interrupted."""
     if result.error:
         for name, tail in result.log_tails.items():
             print(f"--- {name} log ---\n{tail}", file=sys.stderr)
         raise DemoFailed(result.error)
     if result.interrupted:
         raise typer.Exit(130)
+
+
+def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,
+             ) -> None:
+    from loadtest.compare import comparison_row, format_table, run_comparison
+    from loadtest.live import Progress
+
+    def progress(choice: ScaleOn) -> Progress:
+        return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --metric {choice.value}")
+
+    results = _cancellable(lambda: run_comparison(settings, list(ScaleOn), plot=plot, summary=summary,
+                                                  csv=csv_path, progress=progress))
+    for choice, result in results:
+        print_summary(console, result.summary, f"--metric {choice.value}"
+                      + (": interrupted, partial summary" if result.interrupted else ""))
+    console.print(f"\ncomparison ({settings.profile.text()}, HPA sync every {settings.sync_period_s:g}s)",
+                  markup=False, soft_wrap=True)
+    console.print(format_table([comparison_row(c, r.summary) for c, r in results]), markup=False, soft_wrap=True)
+    if plot.exists():
+        console.print(f"plot: {plot}", markup=False, soft_wrap=True)
+    _end(results[-1][1])
 
 
 @app.command()
@@ -171,7 +244,15 @@ def run(
                         ] = None,
     timeout: Annotated[str, typer.Option("--timeout", help="Per-request timeout.")] = "5s",
     max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="More in flight are dropped.")] = 256,
-    method: Annotated[str, typer.Option("--method")] = "GET",
+    method: Annotated[str | None, typer.Option("--method", help="HTTP method (default GET, POST with a body).")
+                      ] = None,
+    header: Annotated[list[str] | None, typer.Option(
+        "--header", "-H", help="'Name: value' sent with every request (repeatable), e.g. 'Authorization: Bearer ...'.")
+    ] = None,
+    body: Annotated[str | None, typer.Option(
+        "--body", help="Request body sent with every request, e.g. an OpenAI /v1/completions JSON; Content-Type "
+                       "defaults to application/json.")] = None,
+    body_file: Annotated[Path | None, typer.Option("--body-file", help="Like --body, read from this file.")] = None,
     arrivals: Annotated[Arrivals, typer.Option("--arrivals", help="poisson (default) or uniform.")
                         ] = Arrivals.POISSON,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
@@ -206,7 +287,13 @@ def run(
         raise UsageError(f"--metric {metric!r}: expected an API path starting with /")
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--url {url!r}: expected an http:// or https:// URL")
-    options = RunOptions(url=url, profile=_profile_option(profile, duration), method=method.upper(),
+    content = _request_body(body, body_file)
+    headers = parse_headers(header or [], "--header")
+    if content is not None and not any(name.lower() == "content-type" for name, _ in headers):
+        headers.append(("Content-Type", "application/json"))
+    options = RunOptions(url=url, profile=_profile_option(profile, duration),
+                         method=(method or ("POST" if content is not None else "GET")).upper(),
+                         headers=tuple(headers), body=content,
                          timeout_s=parse_duration(timeout), max_inflight=max_inflight, arrivals=arrivals,
                          watch_interval_s=parse_duration(watch_interval), prometheus_url=prometheus_url, query=query,
                          metric_label=(metric or hpa or "metric").rsplit("/", 1)[-1].split("?")[0])
@@ -233,12 +320,17 @@ def replica(
                            ] = 2.0,
     grace: Annotated[float, typer.Option("--grace", min=0.0, help="Seconds to finish requests after SIGTERM.")
                      ] = 10.0,
+    model: Annotated[str, typer.Option("--model", help="The model /v1/completions serves.")] = "demo-model",
+    require_header: Annotated[list[str] | None, typer.Option(
+        "--require-header", help="'Name: value' every /v1/completions request must carry (repeatable).")] = None,
 ) -> None:
-    """One inference stand-in: /infer holds the simulated GPU for --service-ms; /stats, /healthz."""
+    """One inference stand-in: /infer and /v1/completions hold the simulated GPU for --service-ms; /metrics (vLLM
+    names), /stats, /healthz."""
     from loadtest.replica import ReplicaConfig, serve
 
+    required = tuple((name.lower(), value) for name, value in parse_headers(require_header or [], "--require-header"))
     asyncio.run(serve(ReplicaConfig(name=name, gpu=gpu, service_s=service_ms / 1000.0, busy_window_s=busy_window,
-                                    host=host, port=port, grace_s=grace)))
+                                    host=host, port=port, grace_s=grace, model=model, required_headers=required)))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,14 +1,17 @@
 """``gpu-loadtest demo``: the closed scaling loop on one machine, every part real except the GPUs and the cluster.
 
 inference replicas (busy time) -> fake GPU state -> exporter (-k, labels from the PodResources socket) ->
-Prometheus -> adapter (HTTPS, custom.metrics.k8s.io) -> HPA loop (discovery + Pods request, ``loadtest.hpa``) ->
-replicas started or stopped, while an open-loop load profile (ramp up, hold, ramp down) runs against them.
+Prometheus -> adapter (HTTPS, custom.metrics.k8s.io) -> HPA loop (discovery + Pods requests, ``loadtest.hpa``) ->
+replicas started or stopped, while an open-loop load profile (ramp up, hold, ramp down) runs against them. The
+replicas' own vLLM-shaped ``/metrics`` (requests waiting and running, KV-cache usage) go through the same
+Prometheus and adapter; ``scale_on`` picks what the HPA scales on: GPU utilisation, requests waiting, or both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import shutil
 import signal
 import tempfile
@@ -34,13 +37,15 @@ from loadtest.loadgen import Arrivals, LoadGenerator
 from loadtest.metrics_api import CustomMetricsClient
 from loadtest.processes import ChildProcesses
 from loadtest.profile import Profile, parse_profile
+from loadtest.scale_on import QUEUE_METRIC, ScaleOn
 from loadtest.stack import MetricsStack, StackConfig
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
-__all__ = ["DEFAULT_SETTINGS", "QUICK_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
-           "run_demo", "with_overrides"]
+__all__ = ["DEFAULT_SETTINGS", "QUEUE_METRIC", "QUICK_SETTINGS", "DemoError", "DemoOutputs", "DemoResult",
+           "DemoSettings", "ScaleOn", "describe_hpa", "describe_metrics", "run_demo", "with_overrides"]
+
 
 
 class DemoError(RuntimeError):
@@ -50,7 +55,8 @@ class DemoError(RuntimeError):
 @dataclass(frozen=True)
 class DemoSettings:
     """Sized so one replica is overloaded at the hold rate: a replica serves 1000/``service_ms`` requests/s
-    (25 at 40 ms), so 55 requests/s need 4 replicas at the 60 % target."""
+    (25 at 40 ms), so 55 requests/s need 4 replicas at the 60 % target. ``queue_target``: requests waiting per
+    pod (AverageValue) when scaling on the queue."""
 
     profile: Profile
     sync_period_s: float
@@ -68,12 +74,26 @@ class DemoSettings:
     arrivals: Arrivals = Arrivals.UNIFORM
     namespace: str = "demo"
     metric: str = "DCGM_FI_DEV_GPU_UTIL"
+    scale_on: ScaleOn = ScaleOn.GPU
+    queue_target: float = 5.0
+
+    @property
+    def hpa_metrics(self) -> tuple[str, ...]:
+        """The HPA's Pods metrics, in its spec's order (GPU utilisation first, as in hpa-examples)."""
+        return ((self.metric,) if self.scale_on is not ScaleOn.QUEUE else ()) + \
+            ((QUEUE_METRIC,) if self.scale_on is not ScaleOn.GPU else ())
+
+    @property
+    def needed_replicas(self) -> int:
+        """Replicas the peak rate needs for the GPU target to hold (what a scale-up should reach)."""
+        return math.ceil(round(self.profile.peak_rate * self.service_ms / 1000 / (self.target / 100), 9))
 
     def hpa_spec(self) -> HPASpec:
+        targets = {QUEUE_METRIC: self.queue_target, self.metric: self.target}
         return HPASpec(
             max_replicas=self.max_replicas,
             min_replicas=self.min_replicas,
-            metrics=(MetricSpec.pods(self.metric, average_value=f"{self.target:g}"),),
+            metrics=tuple(MetricSpec.pods(name, average_value=f"{targets[name]:g}") for name in self.hpa_metrics),
             behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=self.scale_down_window_s)),
         )
 
@@ -82,8 +102,10 @@ class DemoSettings:
 
     def describe(self) -> dict[str, Any]:
         return {"profile": self.profile.text(), "sync_period_seconds": self.sync_period_s,
-                "scale_down_stabilization_seconds": self.scale_down_window_s, "metric": self.metric,
-                "target_average_value": self.target, "min_replicas": self.min_replicas,
+                "scale_down_stabilization_seconds": self.scale_down_window_s, "scale_on": self.scale_on.value,
+                "hpa_metrics": list(self.hpa_metrics), "metric": self.metric,
+                "target_average_value": self.target, "queue_metric": QUEUE_METRIC,
+                "queue_target_average_value": self.queue_target, "min_replicas": self.min_replicas,
                 "max_replicas": self.max_replicas, "service_ms": self.service_ms,
                 "busy_window_seconds": self.busy_window_s, "collect_interval_ms": self.collect_interval_ms,
                 "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
@@ -113,13 +135,14 @@ class DemoResult:
     log_tails: dict[str, str] = field(default_factory=dict)
 
 
-def _describe_sync(record: SyncRecord, metric: str) -> str:
-    seen = "no value" if record.metric is None else f"{record.metric:.1f}"
+def _describe_sync(record: SyncRecord) -> str:
+    seen = ", ".join(f"{name} {'no value' if value is None else f'{value:.1f}'}"
+                     for name, value in record.readings.items())
     if record.direction:
-        return f"[{record.t:5.1f}s] scale {record.current} -> {record.desired}: {record.reason} ({metric} {seen})"
+        return f"[{record.t:5.1f}s] scale {record.current} -> {record.desired}: {record.reason} ({seen})"
     if record.error:
         return f"[{record.t:5.1f}s] no change ({record.error})"
-    return f"[{record.t:5.1f}s] keep {record.current} ({metric} {seen})"
+    return f"[{record.t:5.1f}s] keep {record.current} ({seen})"
 
 
 class _Demo:
@@ -149,12 +172,14 @@ class _Demo:
         self.deployment = LocalDeployment(
             DeploymentConfig(max_replicas=s.max_replicas, namespace=s.namespace, service_s=s.service_ms / 1000,
                              busy_window_s=s.busy_window_s),
-            self.processes, self.kubelet, self.workdir / "gpu-state.json", self.workdir / "objects.json")
+            self.processes, self.kubelet, self.workdir / "gpu-state.json", self.workdir / "objects.json",
+            self.workdir / "inference-targets.json")
         await self.deployment.scale(s.min_replicas)
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
             kubelet_socket=self.workdir / "kubelet.sock", objects_file=self.workdir / "objects.json",
-            cert_dir=self.workdir / "certs", collect_interval_ms=s.collect_interval_ms,
+            cert_dir=self.workdir / "certs", inference_targets=self.workdir / "inference-targets.json",
+            rules_file=self.workdir / "rules.yaml", collect_interval_ms=s.collect_interval_ms,
             scrape_interval_s=s.scrape_interval_s, relist_interval_s=s.relist_interval_s), self.processes)
         self.progress.event("starting the exporter, Prometheus and the adapter ...")
         # In a task of its own so that a cancellation cannot leave it spawning processes after the cleanup.
@@ -167,11 +192,14 @@ class _Demo:
             self.hpa = HpaLoop(Autoscaler(s.hpa_spec(), s.controller()), metrics, self.deployment,
                                namespace=s.namespace, selector=self.deployment.config.selector,
                                clock=lambda: loop.time() - self._t0())
-            self.progress.event(f"waiting for {s.metric} of {self.deployment.config.name}-0 to reach the HPA ...")
+            names = " and ".join(s.hpa_metrics)
+            self.progress.event(f"waiting for {names} of {self.deployment.config.name}-0 to reach the HPA ...")
             await self._wait_for_metric(90.0)
             self.startup_s = time.monotonic() - self.started
+            targets = {QUEUE_METRIC: s.queue_target, s.metric: s.target}
             self.progress.event(f"ready after {self.startup_s:.1f}s; load profile {s.profile.text()} "
-                                f"(HPA sync every {s.sync_period_s:g}s, target {s.target:g})")
+                                f"(HPA sync every {s.sync_period_s:g}s, target "
+                                f"{', '.join(f'{name} {targets[name]:g}' for name in s.hpa_metrics)})")
             await self._drive()
         finally:
             await metrics.aclose()
@@ -184,13 +212,13 @@ class _Demo:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         wanted = {p.name for p in self.deployment.pods()}
-        last: object = None
+        last: dict[str, object] = {}
         while True:
-            last = await self.hpa.read()
-            if isinstance(last, PodValues) and wanted <= set(last.milli_by_pod):
+            last = dict(await self.hpa.read())
+            if all(isinstance(r, PodValues) and wanted <= set(r.milli_by_pod) for r in last.values()):
                 return
             if loop.time() > deadline:
-                raise DemoError(f"the HPA did not get {self.settings.metric} in {timeout_s:.0f}s: {last}")
+                raise DemoError(f"the HPA did not get {' and '.join(last)} in {timeout_s:.0f}s: {last}")
             await asyncio.sleep(0.5)
 
     async def _drive(self) -> None:
@@ -218,7 +246,7 @@ class _Demo:
             await asyncio.gather(load, *workers, return_exceptions=True)
 
     def _on_sync(self, record: SyncRecord) -> None:
-        line = _describe_sync(record, self.settings.metric)
+        line = _describe_sync(record)
         history = self.hpa.history if self.hpa else []
         previous_error = history[-2].error if len(history) > 1 else None
         if record.direction:
@@ -239,12 +267,18 @@ class _Demo:
         """What was observed at the end of ``second``; feeds the timeline and the live view."""
         if second in self.state or self.deployment is None or not self.loadgen.has_row(second):
             return
-        hpa_seen = self.hpa.history[-1].metric if self.hpa and self.hpa.history else None
+        s = self.settings
+        seen = self.hpa.history[-1].readings if self.hpa and self.hpa.history else {}
+        hpa_seen = seen.get(s.metric)
         util = self.deployment.mean_utilisation()
+        waiting = self.deployment.mean_waiting()
+        gpu, queue = s.metric in s.hpa_metrics, QUEUE_METRIC in s.hpa_metrics
         self.state[second] = {
             "gpu_util": None if util is None else round(util, 2), "hpa_metric": hpa_seen,
-            "metric_target": self.settings.target, "desired_replicas": self.deployment.spec_replicas,
-            "current_replicas": self.deployment.ready_count}
+            "metric_target": s.target if gpu else None, "desired_replicas": self.deployment.spec_replicas,
+            "current_replicas": self.deployment.ready_count,
+            "waiting": None if waiting is None else round(waiting, 2), "hpa_waiting": seen.get(QUEUE_METRIC),
+            "waiting_target": s.queue_target if queue else None}
         load = self.loadgen.second(second)
         totals = self.loadgen.totals()
         profile = self.settings.profile
@@ -252,9 +286,10 @@ class _Demo:
             t=second + 1, duration=profile.duration, phase=phase_of(profile, second),
             target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
             dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)),
-            gpu_util=util, hpa_metric=hpa_seen, metric_target=self.settings.target,
+            gpu_util=util, hpa_metric=hpa_seen, metric_target=s.target if gpu else None,
             current=self.deployment.ready_count, desired=self.deployment.spec_replicas,
-            last_decision=self.last_decision))
+            last_decision=self.last_decision, waiting=waiting, hpa_waiting=seen.get(QUEUE_METRIC),
+            waiting_target=s.queue_target if queue else None))
 
     async def cleanup(self) -> dict[str, str]:
         """Stop everything started; return log tails of processes that failed (for the error report)."""
@@ -309,7 +344,8 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
     syncs = list(demo.hpa.history) if demo.hpa else []
     outputs_doc = {"plot": str(outputs.plot) if outputs.plot and rows else None,
                    "csv": str(outputs.csv) if outputs.csv and rows else None}
-    summary = summarize(rows, syncs, settings.profile.load_step_at, settings.profile.load_drop_at, extra={
+    summary = summarize(rows, syncs, settings.profile.load_step_at, settings.profile.load_drop_at,
+                        needed_replicas=settings.needed_replicas, extra={
         **settings.describe(), **outputs_doc,
         "startup_seconds": None if demo.startup_s is None else round(demo.startup_s, 2),
         "wall_seconds": round(time.monotonic() - demo.started, 2), "error_kinds": dict(demo.loadgen.error_kinds),
@@ -321,12 +357,21 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
         from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
 
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
-                      load_drop_at=settings.profile.load_drop_at,
-                      title=f"gpu-loadtest demo: HPA on {settings.metric} (Pods, target {settings.target:g}), "
-                            f"sync every {settings.sync_period_s:g}s")
+                      load_drop_at=settings.profile.load_drop_at, title=f"gpu-loadtest demo: {describe_hpa(settings)}")
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
     return DemoResult(summary, rows, syncs, interrupted, error, tails)
+
+
+def describe_metrics(settings: DemoSettings) -> str:
+    """``X (Pods, target T) and Y (Pods, target U)``: what the HPA scales on."""
+    targets = {QUEUE_METRIC: settings.queue_target, settings.metric: settings.target}
+    return " and ".join(f"{name} (Pods, target {targets[name]:g})" for name in settings.hpa_metrics)
+
+
+def describe_hpa(settings: DemoSettings) -> str:
+    """``HPA on ..., sync every Ns`` for titles."""
+    return f"HPA on {describe_metrics(settings)}, sync every {settings.sync_period_s:g}s"
 
 
 def with_overrides(settings: DemoSettings, **changes: Any) -> DemoSettings:

@@ -2,10 +2,11 @@
 
 Replica ``n`` is pod ``<name>-n`` holding fake GPU ``n``. A started replica is published at once, as a scheduled
 pod is: in the kubelet's PodResources answer (so the exporter labels GPU ``n`` with the pod) and in the adapter's
-standalone objects file (so the HPA's label selector matches it). It joins the Service's endpoints once
-``/healthz`` answers. Scale-down removes the highest-numbered replicas from both and from the endpoints, then
-stops them gracefully. A refresh loop reads every ready replica's busy fraction and writes it into the
-exporter's fake GPU state.
+standalone objects file (so the HPA's label selector matches it); once its address is known, in Prometheus'
+file-based target list with its ``namespace``/``pod`` labels (as a PodMonitor would add them), so its own
+``/metrics`` is scraped. It joins the Service's endpoints once ``/healthz`` answers. Scale-down removes the
+highest-numbered replicas from all of these and from the endpoints, then stops them gracefully. A refresh loop
+reads every ready replica's busy fraction (and queue) and writes it into the exporter's fake GPU state.
 """
 
 from __future__ import annotations
@@ -65,18 +66,20 @@ class Replica:
     url: str | None = None
     ready: bool = False
     busy: float = 0.0
+    waiting: int = 0
 
 
 class LocalDeployment:
     """Implements :class:`loadtest.hpa_loop.Workload`."""
 
     def __init__(self, config: DeploymentConfig, processes: ChildProcesses, kubelet: PodResourcesServer,
-                 gpu_state_path: Path, objects_path: Path) -> None:
+                 gpu_state_path: Path, objects_path: Path, targets_path: Path | None = None) -> None:
         self.config = config
         self.processes = processes
         self.kubelet = kubelet
         self.gpu_state_path = gpu_state_path
         self.objects_path = objects_path
+        self.targets_path = targets_path
         self.replicas: dict[int, Replica] = {}
         self._spec = 0
         self._turn = itertools.count()
@@ -118,6 +121,11 @@ class LocalDeployment:
         ready = [r.busy for r in self.replicas.values() if r.ready]
         return 100.0 * sum(ready) / len(ready) if ready else None
 
+    def mean_waiting(self) -> float | None:
+        """Average number of requests queued for the GPU over the ready replicas."""
+        ready = [r.waiting for r in self.replicas.values() if r.ready]
+        return sum(ready) / len(ready) if ready else None
+
     def next_url(self) -> str | None:
         """Round-robin over ready replicas, as a Service spreads connections over ready endpoints."""
         ready = [r.url for _, r in sorted(self.replicas.items()) if r.ready and r.url]
@@ -130,6 +138,11 @@ class LocalDeployment:
         self.kubelet.set_pods([gpu_pod(r.name, self.config.namespace, [r.gpu_uuid])
                                for _, r in sorted(self.replicas.items())])
         atomic_write_json(self.objects_path, standalone_pods(names, self.config.namespace, self.config.labels))
+        if self.targets_path is not None:
+            atomic_write_json(self.targets_path, [
+                {"targets": [r.url.removeprefix("http://")], "labels": {"namespace": self.config.namespace,
+                                                                        "pod": r.name}}
+                for _, r in sorted(self.replicas.items()) if r.url])
 
     def write_gpu_state(self) -> None:
         util = {r.index: 100.0 * r.busy for r in self.replicas.values() if r.ready}
@@ -158,6 +171,8 @@ class LocalDeployment:
         if not text.startswith(READY_PREFIX):
             raise DeploymentError(f"replica {replica.name} did not start", replica.child.log_tail())
         replica.url = f"http://{text.removeprefix(READY_PREFIX)}"
+        if self.replicas.get(replica.index) is replica:  # still wanted: scrape it
+            self.publish()
 
     async def _stop(self, leaving: list[Replica]) -> None:
         await asyncio.to_thread(self.processes.stop_many, [r.child for r in leaving], self.config.grace_s + 1.0)
@@ -190,7 +205,8 @@ class LocalDeployment:
             if not replica.ready:
                 replica.ready = (await self._client.get(f"{replica.url}/healthz")).status_code == 200
             if replica.ready:
-                replica.busy = float((await self._client.get(f"{replica.url}/stats")).json()["busy"])
+                stats = (await self._client.get(f"{replica.url}/stats")).json()
+                replica.busy, replica.waiting = float(stats["busy"]), int(stats["waiting"])
 
     async def run_refresh(self, interval_s: float) -> None:
         while True:

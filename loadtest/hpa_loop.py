@@ -1,5 +1,6 @@
-"""An HPA controller loop for one Pods metric: read it from the metrics API, decide with :mod:`loadtest.hpa`, and
-scale a workload. The decision logic is entirely ``loadtest.hpa.Autoscaler``; this module only does the I/O."""
+"""An HPA controller loop for Pods metrics: read each from the metrics API, decide with :mod:`loadtest.hpa`, and
+scale a workload. The decision logic is entirely ``loadtest.hpa.Autoscaler`` (several metrics: the largest
+proposal, as the controller takes); this module only does the I/O."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from loadtest.hpa import Autoscaler, FetchError, Observations, Pod, PodValues, Reading
+from loadtest.hpa import Autoscaler, FetchError, MetricType, Observations, Pod, PodValues, Reading
 from loadtest.metrics_api import CustomMetricsClient, MetricsApiError
 from loadtest.timeline import SyncRecord
 
@@ -28,8 +29,8 @@ class Workload(Protocol):
 class HpaLoop:
     def __init__(self, autoscaler: Autoscaler, metrics: CustomMetricsClient, workload: Workload, *,
                  namespace: str, selector: str, clock: Callable[[], float]) -> None:
-        if len(autoscaler.spec.metrics) != 1:
-            raise ValueError("HpaLoop drives one Pods metric")
+        if not autoscaler.spec.metrics or any(m.type is not MetricType.PODS for m in autoscaler.spec.metrics):
+            raise ValueError("HpaLoop drives Pods metrics")
         self.autoscaler = autoscaler
         self.metrics = metrics
         self.workload = workload
@@ -39,29 +40,36 @@ class HpaLoop:
         self.history: list[SyncRecord] = []
 
     @property
-    def metric_name(self) -> str:
-        return self.autoscaler.spec.metrics[0].name
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.autoscaler.spec.metrics)
 
-    async def read(self) -> Reading:
-        """One metrics fetch as the controller does it: discovery, then the Pods request."""
+    async def read(self) -> dict[str, Reading]:
+        """One fetch as the controller does it: discovery, then the Pods request of each metric (by its key)."""
         try:
             version = await self.metrics.preferred_version()
-            values = await self.metrics.pods_metric(version, self.namespace, self.metric_name, self.selector)
         except MetricsApiError as exc:
-            return FetchError(str(exc))
-        return PodValues.from_quantities(values)
+            return {m.key: FetchError(str(exc)) for m in self.autoscaler.spec.metrics}
+        readings: dict[str, Reading] = {}
+        for metric in self.autoscaler.spec.metrics:
+            try:
+                values = await self.metrics.pods_metric(version, self.namespace, metric.name, self.selector)
+            except MetricsApiError as exc:
+                readings[metric.key] = FetchError(str(exc))
+            else:
+                readings[metric.key] = PodValues.from_quantities(values)
+        return readings
 
     async def sync(self) -> SyncRecord:
-        reading = await self.read()
+        readings = await self.read()
         now = self.clock()
-        spec = self.autoscaler.spec.metrics[0]
-        observed = Observations(self.workload.spec_replicas, {spec.key: reading}, self.workload.pods())
+        observed = Observations(self.workload.spec_replicas, readings, self.workload.pods())
         decision = self.autoscaler.reconcile(now, observed)
         if decision.rescale:
             await self.workload.scale(decision.desired)
-        proposal = decision.proposals[0] if decision.proposals else None
-        current = None if proposal is None or proposal.current_milli is None else proposal.current_milli / 1000
-        record = SyncRecord(now, decision.current, decision.desired, current, decision.reason, decision.error)
+        seen = {p.metric.name: None if p.current_milli is None else p.current_milli / 1000
+                for p in decision.proposals}
+        record = SyncRecord(now, decision.current, decision.desired, seen.get(self.metric_names[0]), decision.reason,
+                            decision.error, readings=seen)
         self.history.append(record)
         return record
 

@@ -33,6 +33,19 @@ class Snapshot:
     current: int | None = None
     desired: int | None = None
     last_decision: str = ""
+    waiting: float | None = None  # requests queued per ready replica (demo)
+    hpa_waiting: float | None = None
+    waiting_target: float | None = None
+
+    def hpa_sees(self, sep: str = "/") -> str:
+        """What the HPA last read against its target(s): the GPU metric, the queue, or both."""
+        parts = []
+        if self.metric_target is not None or self.waiting_target is None:
+            parts.append(_num(self.hpa_metric, digits=1) + ("" if self.metric_target is None
+                                                            else f"{sep}{self.metric_target:g}"))
+        if self.waiting_target is not None:
+            parts.append(f"queue {_num(self.hpa_waiting, digits=1)}{sep}{self.waiting_target:g}")
+        return ", ".join(parts)
 
 
 def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
@@ -84,22 +97,21 @@ class Progress:
 
     @staticmethod
     def line(s: Snapshot) -> str:
-        metric = _num(s.hpa_metric, digits=1)
-        if s.metric_target is not None:
-            metric += f"/{s.metric_target:g}"
+        waiting = "" if s.waiting is None else f" waiting {_num(s.waiting, digits=1)}"
         return (f"[{s.t:5.0f}s/{s.duration:.0f}s] {s.phase:<9} rate {s.sent}/{s.target_rps:.0f} rps ok {s.ok} "
-                f"p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | GPU {_num(s.gpu_util, '%')} "
-                f"HPA sees {metric} | replicas {_count(s.current)} (desired {_count(s.desired)}) | "
+                f"p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | GPU {_num(s.gpu_util, '%')}{waiting} "
+                f"HPA sees {s.hpa_sees()} | replicas {_count(s.current)} (desired {_count(s.desired)}) | "
                 f"errors {s.errors_total} dropped {s.dropped_total}")
 
     def _table(self, s: Snapshot) -> Group:
         table = Table(title=f"{self.title}  {s.t:.0f}s / {s.duration:.0f}s  ({s.phase})", title_justify="left",
                       box=box.SIMPLE_HEAD, pad_edge=False)
-        for column in ("sent/target", "ok", "p50", "p95", "GPU", "HPA sees", "replicas", "errors", "dropped"):
+        for column in ("sent/target", "ok", "p50", "p95", "GPU", "waiting", "HPA sees", "replicas", "errors",
+                       "dropped"):
             table.add_column(column, justify="right", no_wrap=True)
-        metric = _num(s.hpa_metric, digits=1) + ("" if s.metric_target is None else f" / {s.metric_target:g}")
         replicas = f"{_count(s.current)} ({_count(s.desired)})"
         table.add_row(f"{s.sent}/{s.target_rps:.0f}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
-                      _num(s.gpu_util, " %"), metric, replicas, str(s.errors_total), str(s.dropped_total))
+                      _num(s.gpu_util, " %"), _num(s.waiting, digits=1), s.hpa_sees(" / "), replicas,
+                      str(s.errors_total), str(s.dropped_total))
         last = Text(f"replicas: current (desired); last decision: {s.last_decision or '-'}", style="dim")
         return Group(table, last)

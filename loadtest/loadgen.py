@@ -15,7 +15,7 @@ import asyncio
 import math
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -65,6 +65,8 @@ class LoadGenerator:
         target: Callable[[], str | None],
         *,
         method: str = "GET",
+        headers: Sequence[tuple[str, str]] = (),
+        body: bytes | None = None,
         timeout_s: float = 5.0,
         max_inflight: int = 256,
         arrivals: Arrivals = Arrivals.UNIFORM,
@@ -75,6 +77,8 @@ class LoadGenerator:
         self.profile = profile
         self.target = target
         self.method = method
+        self.headers = list(headers)
+        self.body = body
         self.timeout_s = timeout_s
         self.max_inflight = max_inflight
         self.arrivals = arrivals
@@ -166,7 +170,7 @@ class LoadGenerator:
     async def _request(self, client: httpx.AsyncClient, url: str, due: float) -> None:
         error: str | None = None
         try:
-            response = await client.request(self.method, url)
+            response = await client.request(self.method, url, headers=self.headers, content=self.body)
             if response.status_code >= 400:
                 error = f"HTTP {response.status_code}"
         except httpx.TimeoutException:

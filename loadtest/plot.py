@@ -1,15 +1,17 @@
-"""The run's PNG: four panels sharing the time axis (request rate, latency, the scaling metric, replicas)."""
+"""The run's PNG: four panels sharing the time axis (request rate, latency, the scaling metric, replicas); and the
+comparison of several demo runs of the same profile in one PNG."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from loadtest.timeline import SyncRecord, TimelineRow
 
-__all__ = ["plot_timeline"]
+__all__ = ["plot_comparison", "plot_timeline"]
 
 
 def _series(rows: Sequence[TimelineRow], name: str) -> tuple[list[float], list[float]]:
@@ -60,7 +62,7 @@ def plot_timeline(
     if xs:
         metric.step(xs, ys, where="post", color="tab:purple", linewidth=2, label="as the HPA saw it")
     sync_x = [s.t for s in syncs if s.metric is not None]
-    if sync_x:
+    if sync_x and xs:  # the syncs' first metric is this panel's (the HPA saw it)
         metric.plot(sync_x, [s.metric for s in syncs if s.metric is not None], "o", color="tab:purple",
                     markersize=3, label="HPA syncs")
     for name, label, color in (("metric_value", "metrics API (polled)", "tab:brown"),
@@ -72,6 +74,19 @@ def plot_timeline(
     if xs:
         metric.plot(xs, ys, color="grey", linestyle="--", label="target")
     metric.set_ylabel(metric_label)
+    if any(r.waiting is not None for r in rows):  # the replicas' queue, on its own axis
+        queue = metric.twinx()
+        xs, ys = _series(rows, "waiting")
+        queue.plot(xs, ys, color="tab:green", alpha=0.45, linewidth=1, label="requests waiting (mean of replicas)")
+        for name, label, style in (("hpa_waiting", "waiting, as the HPA saw it", "-"),
+                                   ("waiting_target", "waiting target", "--")):
+            xs, ys = _series(rows, name)
+            if xs:
+                queue.step(xs, ys, where="post", color="tab:green", linewidth=2 if style == "-" else 1,
+                           linestyle=style, label=label)
+        queue.set_ylabel("requests waiting per pod")
+        queue.set_ylim(bottom=0)
+        queue.legend(loc="upper right", fontsize=8)
 
     for name, label, color, width in (("desired_replicas", "desired", "tab:orange", 2.5),
                                       ("current_replicas", "current (ready)", "tab:blue", 1.5)):
@@ -87,15 +102,64 @@ def plot_timeline(
     replicas.yaxis.get_major_locator().set_params(integer=True)
     replicas.set_ylim(bottom=0)
 
-    for axis in (rate, latency, metric, replicas):
+    _finish(fig, (rate, latency, metric, replicas), path, load_step_at, load_drop_at)
+
+
+def _finish(fig: Figure, axes: Sequence[Axes], path: str | Path, load_step_at: float | None,
+            load_drop_at: float | None) -> None:
+    for axis in axes:
         axis.grid(alpha=0.3)
         if axis.get_legend_handles_labels()[0]:
-            axis.legend(loc="best", fontsize=8)
+            axis.legend(loc="upper left" if axis is axes[2] else "best", fontsize=8)
         for at, label in ((load_step_at, "load step"), (load_drop_at, "load drop")):
             if at is not None:
                 axis.axvline(at, color="black", linestyle=":", linewidth=1)
-                if axis is rate:
+                if axis is axes[0]:
                     axis.annotate(label, (at, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                                   textcoords="offset points", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+COLORS = ("tab:purple", "tab:green", "tab:blue", "tab:orange", "tab:brown")
+
+
+def plot_comparison(
+    runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]],
+    path: str | Path,
+    *,
+    title: str,
+    load_step_at: float | None = None,
+    load_drop_at: float | None = None,
+) -> None:
+    """Several runs of one profile, one colour each: answered requests, failures, p95 latency, replicas."""
+    fig = Figure(figsize=(11, 11))
+    rate, failed, latency, replicas = fig.subplots(4, 1, sharex=True)
+    fig.suptitle(title, fontsize=11)
+    if runs and runs[0][1]:
+        first = runs[0][1]
+        rate.step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey", linestyle="--",
+                  label="target rate")
+    for (label, rows, syncs), color in zip(runs, COLORS, strict=False):
+        seconds = [r.t for r in rows]
+        rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
+        failed.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
+                    label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
+        xs, ys = _series(rows, "p95_ms")
+        latency.plot(xs, ys, color=color, label=label)
+        xs, ys = _series(rows, "current_replicas")
+        replicas.step(xs, ys, where="post", color=color, linewidth=2, label=label)
+        xs, ys = _series(rows, "desired_replicas")
+        replicas.step(xs, ys, where="post", color=color, linewidth=1, linestyle="--")
+        ups = [s for s in syncs if s.direction]
+        replicas.plot([s.t for s in ups], [s.desired for s in ups], "o", color=color, markersize=4)
+    rate.set_ylabel("requests / s")
+    failed.set_ylabel("failed / s")
+    if any(r.p95_ms for _, rows, _ in runs for r in rows):
+        latency.set_yscale("log")
+    latency.set_ylabel("p95 latency (ms)")
+    replicas.set_ylabel("replicas (ready; dashed: desired)")
+    replicas.set_xlabel("seconds since the load started (dots: HPA decisions)")
+    replicas.yaxis.get_major_locator().set_params(integer=True)
+    replicas.set_ylim(bottom=0)
+    _finish(fig, (rate, failed, latency, replicas), path, load_step_at, load_drop_at)

@@ -58,8 +58,9 @@ def prometheus_config(
     metrics_path: str = "/metrics",
     rule_files: Sequence[str | Path] = (),
     evaluation_interval: str | None = None,
+    extra_scrape_configs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The ``prometheus.yml`` document for one scrape job over ``targets``."""
+    """The ``prometheus.yml`` document for one scrape job over ``targets``, then ``extra_scrape_configs``."""
     return {
         "global": {
             "scrape_interval": scrape_interval,
@@ -73,7 +74,8 @@ def prometheus_config(
                 "honor_labels": honor_labels,
                 "metrics_path": metrics_path,
                 "static_configs": _static_configs(targets),
-            }
+            },
+            *(dict(c) for c in extra_scrape_configs),
         ],
     }
 
@@ -95,6 +97,7 @@ class PrometheusServer:
         metrics_path: str = "/metrics",
         rule_files: Sequence[str | Path] = (),
         evaluation_interval: str | None = None,
+        extra_scrape_configs: Sequence[Mapping[str, Any]] = (),
         extra_args: Sequence[str] = (),
         binary: str = "prometheus",
         startup_timeout: float = 30.0,
@@ -117,6 +120,7 @@ class PrometheusServer:
             metrics_path=metrics_path,
             rule_files=rule_files,
             evaluation_interval=evaluation_interval,
+            extra_scrape_configs=extra_scrape_configs,
         )
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         cmd = [

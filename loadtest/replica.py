@@ -1,11 +1,16 @@
 """The inference stand-in: one replica owning one simulated GPU, behind a minimal HTTP/1.1 server (asyncio).
 
 ``GET``/``POST /infer`` holds the GPU for a fixed service time; requests take the GPU one at a time, in arrival
-order, so an overloaded replica queues and its latency grows. A request whose client has gone away by the time
-the GPU is free is skipped, as inference servers abort disconnected requests. ``GET /stats`` reports the GPU's
-busy fraction over a sliding window (what the demo writes into the exporter's fake GPU state), ``GET /healthz``
-answers ``ok`` (503 once draining). SIGTERM stops accepting, lets queued requests finish (within a grace period)
-and exits, as a pod does.
+order, so an overloaded replica queues and its latency grows. ``POST /v1/completions`` does the same for an
+OpenAI-compatible completion request, checked as a server would: a JSON object body naming the served ``model``
+with a ``prompt`` (400, 404 or 415 otherwise), and every header given with ``--require-header`` (401 without it).
+A request whose client has gone away by the time the GPU is free is skipped, as inference servers abort
+disconnected requests. ``GET /metrics`` exports what a vLLM server would (its names and labels, via
+prometheus_client as vLLM does): requests running on the GPU and waiting for it, and a KV-cache usage gauge that
+rises with the requests in flight. ``GET /stats`` reports the GPU's busy fraction over a sliding window (what the
+demo writes into the exporter's fake GPU state) and those counts, ``GET /healthz`` answers ``ok`` (503 once
+draining). SIGTERM stops
+accepting, lets queued requests finish (within a grace period) and exits, as a pod does.
 """
 
 from __future__ import annotations
@@ -16,16 +21,23 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from loadtest.busy import BusyWindow
 
-__all__ = ["READY_PREFIX", "InferenceReplica", "ReplicaConfig", "serve"]
+__all__ = ["READY_PREFIX", "InferenceReplica", "ReplicaConfig", "VllmMetrics", "serve"]
 
 READY_PREFIX = "listening on "
 _MAX_HEAD = 64 * 1024
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+            415: "Unsupported Media Type", 503: "Service Unavailable"}
+_MAX_BODY = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,9 @@ class ReplicaConfig:
     host: str = "127.0.0.1"
     port: int = 0
     grace_s: float = 10.0
+    model: str = "demo-model"
+    required_headers: tuple[tuple[str, str], ...] = ()  # (lower-case name, value)
+    kv_cache_requests: int = 8  # requests in flight that fill the simulated KV cache
 
 
 @dataclass
@@ -44,6 +59,8 @@ class _Request:
     method: str
     path: str
     keep_alive: bool
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
 
 
 class InferenceReplica:
@@ -52,12 +69,29 @@ class InferenceReplica:
         self.busy = BusyWindow(config.busy_window_s)
         self.served = 0
         self.abandoned = 0
-        self.waiting = 0
+        self.rejected = 0
+        self.in_flight = 0  # queued for the GPU or on it
         self.draining = False
         self._gpu = asyncio.Lock()
         self._server: asyncio.Server | None = None
         self._idle: set[asyncio.StreamWriter] = set()
         self._active = 0
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(VllmMetrics(self))
+
+    @property
+    def running(self) -> int:
+        """Requests on the GPU (the batch: one at a time here)."""
+        return 1 if self.busy.busy else 0
+
+    @property
+    def waiting(self) -> int:
+        """Requests queued for the GPU."""
+        return self.in_flight - self.running
+
+    @property
+    def kv_cache_usage(self) -> float:
+        return min(1.0, self.in_flight / self.config.kv_cache_requests)
 
     async def start(self) -> int:
         """Listen; return the bound port."""
@@ -79,6 +113,7 @@ class InferenceReplica:
     def stats(self) -> dict[str, Any]:
         return {"name": self.config.name, "gpu": self.config.gpu, "busy": round(self.busy.fraction(), 4),
                 "window_s": self.config.busy_window_s, "served": self.served, "abandoned": self.abandoned,
+                "rejected": self.rejected, "in_flight": self.in_flight, "running": self.running,
                 "waiting": self.waiting}
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -118,15 +153,51 @@ class InferenceReplica:
                 return 405, b'{"error": "use GET or POST"}'
             result = await self._infer(reader)
             return None if result is None else (200, json.dumps(result).encode())
+        if path == "/v1/completions":
+            problem = self._check_completion(request)
+            if problem is not None:
+                self.rejected += 1
+                status, message = problem
+                return status, json.dumps({"error": {"message": message, "code": status}}).encode()
+            result = await self._infer(reader)
+            return None if result is None else (200, json.dumps(self._completion(result)).encode())
         if path == "/healthz":
             return (503, b"draining") if self.draining else (200, b"ok")
         if path == "/stats":
             return 200, json.dumps(self.stats()).encode()
+        if path == "/metrics":
+            return 200, generate_latest(self.registry)
         return 404, b'{"error": "not found"}'
+
+    def _check_completion(self, request: _Request) -> tuple[int, str] | None:
+        """Why a completion request is refused (status, message), or None when it is well-formed."""
+        if request.method != "POST":
+            return 405, "use POST"
+        for name, value in self.config.required_headers:
+            if request.headers.get(name) != value:
+                return 401, f"missing or wrong header {name}"
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return 415, "Content-Type must be application/json"
+        try:
+            body = json.loads(request.body)
+        except ValueError as exc:
+            return 400, f"the body is not JSON: {exc}"
+        if not isinstance(body, dict):
+            return 400, "the body must be a JSON object"
+        if body.get("model") != self.config.model:
+            return 404, f"The model `{body.get('model')}` does not exist."
+        if not isinstance(body.get("prompt"), str | list):
+            return 400, "prompt: a string or a list is required"
+        return None
+
+    def _completion(self, result: dict[str, Any]) -> dict[str, Any]:
+        return {"id": f"cmpl-{self.config.name}-{self.served}", "object": "text_completion",
+                "model": self.config.model, "choices": [{"index": 0, "text": " ok", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}, "replica": result}
 
     async def _infer(self, reader: asyncio.StreamReader) -> dict[str, Any] | None:
         queued = time.monotonic()
-        self.waiting += 1
+        self.in_flight += 1
         try:
             async with self._gpu:
                 if reader.at_eof():
@@ -140,7 +211,7 @@ class InferenceReplica:
                     finished = time.monotonic()
                     self.busy.end(finished)
         finally:
-            self.waiting -= 1
+            self.in_flight -= 1
         self.served += 1
         # started/finished: this process's monotonic clock, to see that GPU intervals never overlap
         return {"replica": self.config.name, "gpu": self.config.gpu, "queued_ms": round((started - queued) * 1e3, 2),
@@ -148,7 +219,7 @@ class InferenceReplica:
 
 
 async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """One request head (and its body, discarded); ``None`` when the client closed the connection."""
+    """One request (head and body); ``None`` when the client closed the connection."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
@@ -163,15 +234,40 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
     if headers.get("transfer-encoding", "").lower() == "chunked":
         raise ValueError("chunked request bodies are not supported")
     length = int(headers.get("content-length", "0") or 0)
-    if length:
-        await reader.readexactly(length)
+    if length > _MAX_BODY:
+        raise ValueError("request body too large")
+    body = await reader.readexactly(length) if length else b""
     connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    return _Request(method, target, keep_alive)
+    return _Request(method, target, keep_alive, headers, body)
+
+
+class VllmMetrics(Collector):
+    """The replica's state under vLLM's metric names and labels (V1 engine: ``model_name``, ``engine``)."""
+
+    def __init__(self, replica: InferenceReplica) -> None:
+        self.replica = replica
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        r = self.replica
+        labels = ["model_name", "engine"]
+        values = [r.config.model, "0"]
+        for name, help_text, value in (
+                ("vllm:num_requests_running", "Number of requests in model execution batches.", r.running),
+                ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", r.waiting),
+                ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", r.kv_cache_usage)):
+            family = GaugeMetricFamily(name, help_text, labels=labels)
+            family.add_metric(values, value)
+            yield family
 
 
 def _response(status: int, body: bytes, keep_alive: bool) -> bytes:
-    kind = "application/json" if body.startswith(b"{") else "text/plain; charset=utf-8"
+    if body.startswith(b"{"):
+        kind = "application/json"
+    elif body.startswith(b"# HELP"):
+        kind = "text/plain; version=0.0.4; charset=utf-8"
+    else:
+        kind = "text/plain; charset=utf-8"
     head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\nContent-Type: {kind}\r\n"
             f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
     return head.encode("latin-1") + body

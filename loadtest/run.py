@@ -26,6 +26,8 @@ class RunOptions:
     url: str
     profile: Profile
     method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
     timeout_s: float = 5.0
     max_inflight: int = 256
     arrivals: Arrivals = Arrivals.POISSON
@@ -57,8 +59,8 @@ class LoadRun:
         self.watcher = watcher
         self.progress = progress
         self.loadgen = LoadGenerator(options.profile, lambda: options.url, method=options.method,
-                                     timeout_s=options.timeout_s, max_inflight=options.max_inflight,
-                                     arrivals=options.arrivals)
+                                     headers=options.headers, body=options.body, timeout_s=options.timeout_s,
+                                     max_inflight=options.max_inflight, arrivals=options.arrivals)
         self.state: dict[int, dict[str, Any]] = {}
         self.syncs: list[SyncRecord] = []
         self.reading: ClusterReading | None = None
@@ -176,7 +178,9 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
             row.prom_value = values.get(int(row.t))
     profile = options.profile
     summary = summarize(rows, run.syncs, profile.load_step_at, profile.load_drop_at, extra={
-        "url": options.url, "profile": profile.text(), "arrivals": options.arrivals.value,
+        "url": options.url, "method": options.method, "header_names": [name for name, _ in options.headers],
+        "body_bytes": None if options.body is None else len(options.body), "profile": profile.text(),
+        "arrivals": options.arrivals.value,
         "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
         "csv": str(outputs.csv) if outputs.csv else None, "plot": str(outputs.plot) if outputs.plot else None,
         "interrupted": interrupted, "warnings": run.warnings})

@@ -1,5 +1,6 @@
-"""The metrics path of the demo, as real processes: the exporter (fake GPUs, Kubernetes mode) -> Prometheus -> the
-adapter serving custom.metrics.k8s.io over HTTPS. Every process is registered with the run's
+"""The metrics path of the demo, as real processes: the exporter (fake GPUs, Kubernetes mode) and the inference
+replicas' own ``/metrics`` (a file-based target list the deployment keeps) -> Prometheus -> the adapter serving
+custom.metrics.k8s.io over HTTPS (GPU presets plus the vllm preset). Every process is registered with the run's
 :class:`~loadtest.processes.ChildProcesses`."""
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ import httpx
 
 from loadtest.processes import Child, ChildProcesses
 from loadtest.prometheus import PrometheusServer, free_port
+from loadtest.statefiles import atomic_write_json
 
-__all__ = ["MetricsStack", "StackConfig", "StackError"]
+__all__ = ["RULES", "MetricsStack", "StackConfig", "StackError"]
+
+RULES = "include: [gpu-presets, vllm]\n"
+"""The adapter's rules: the GPU presets (the exporter's series) and the vllm preset (the replicas' own)."""
 
 
 class StackError(RuntimeError):
@@ -35,6 +40,8 @@ class StackConfig:
     kubelet_socket: Path
     objects_file: Path
     cert_dir: Path
+    inference_targets: Path
+    rules_file: Path
     collect_interval_ms: int = 500
     pod_resources_refresh_ms: int = 1000
     scrape_interval_s: float = 1.0
@@ -71,8 +78,16 @@ class MetricsStack:
             "--fake-state", str(cfg.gpu_state), "-k", "--pod-resources-kubelet-socket", str(cfg.kubelet_socket),
             "--pod-resources-refresh-interval", str(cfg.pod_resources_refresh_ms),
             "-a", self.exporter_address, "-c", str(cfg.collect_interval_ms)])
+        if not cfg.inference_targets.exists():
+            atomic_write_json(cfg.inference_targets, [])
+        cfg.rules_file.write_text(RULES)
+        # The replicas, as a PodMonitor would scrape them: their series get the target's namespace/pod labels.
+        replicas = {"job_name": "inference", "scrape_interval": f"{cfg.scrape_interval_s:g}s",
+                    "scrape_timeout": f"{cfg.scrape_interval_s:g}s",
+                    "file_sd_configs": [{"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}
         self.prometheus = PrometheusServer([self.exporter_address], job="gpu-exporter",
                                            scrape_interval=f"{cfg.scrape_interval_s:g}s", honor_labels=True,
+                                           extra_scrape_configs=[replicas],
                                            env=self.processes.env, startup_timeout=cfg.startup_timeout_s,
                                            tmp_prefix="gpu-loadtest-prometheus-")
         self.processes.adopt("prometheus", self.prometheus.process, self.prometheus.log_path)
@@ -81,7 +96,8 @@ class MetricsStack:
         self.adapter = self.processes.spawn("adapter", [
             sys.executable, "-m", "adapter", "serve", "--prometheus-url", self.prometheus.url,
             "--bind-address", "127.0.0.1", "--secure-port", port, "--cert-dir", str(cfg.cert_dir),
-            "--metrics-relist-interval", f"{cfg.relist_interval_s:g}s", "--disable-auth",
+            "--metrics-relist-interval", f"{cfg.relist_interval_s:g}s", "--disable-auth", "--config",
+            str(cfg.rules_file),
             "--standalone-objects", str(cfg.objects_file)])
         deadline = time.monotonic() + cfg.startup_timeout_s
         self._wait("exporter", self.exporter, f"http://{self.exporter_address}/health", None, deadline)

@@ -23,7 +23,9 @@ class PhaseLatency:
 class Summary:
     """``scale_up_seconds``: load step to the first scale-up decision; ``scale_down_seconds``: load drop to the
     first scale-down decision; ``back_to_initial_seconds``: load drop to the replica count being back where it
-    started (``None`` when that did not happen)."""
+    started (``None`` when that did not happen). When the run knows how many replicas its peak load needs
+    (``needed_replicas``), ``scale_ups_to_needed`` counts the scale-up decisions from the load step to the first
+    that asked for at least that many (``None`` when none did). ``decisions`` lists every sync."""
 
     initial_replicas: int | None
     peak_replicas: int | None
@@ -39,7 +41,15 @@ class Summary:
     requests: dict[str, int]
     latency_by_phase: dict[str, PhaseLatency]
     scale_events: list[dict[str, Any]]
+    needed_replicas: int | None = None
+    scale_ups_to_needed: int | None = None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        """Requests that got no answer: errors and those dropped at the in-flight bound."""
+        return self.requests.get("errors", 0) + self.requests.get("dropped", 0)
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -57,6 +67,7 @@ def summarize(
     load_step_at: float | None,
     load_drop_at: float | None,
     extra: dict[str, Any] | None = None,
+    needed_replicas: int | None = None,
 ) -> Summary:
     """Figures from a run; ``rows`` must be in time order. Replica counts come from ``current_replicas``."""
     counts = [(r.t, r.current_replicas) for r in rows if r.current_replicas is not None]
@@ -92,6 +103,14 @@ def summarize(
                 "errors": sum(r.errors for r in rows), "dropped": sum(r.dropped for r in rows)}
     events = [{"t": _rounded(s.t), "from": s.current, "to": s.desired, "metric": _rounded(s.metric),
                "reason": s.reason} for s in syncs if s.direction]
+    ups_to_needed = None
+    if needed_replicas is not None and load_step_at is not None:
+        ups = [s for s in syncs if s.t >= load_step_at and s.direction > 0]
+        reached = next((i for i, s in enumerate(ups) if s.desired >= needed_replicas), None)
+        ups_to_needed = None if reached is None else reached + 1
+    decisions = [{"t": _rounded(s.t), "from": s.current, "to": s.desired,
+                  "readings": {k: _rounded(v) for k, v in s.readings.items()}, "reason": s.reason or None,
+                  "error": s.error} for s in syncs]
     return Summary(
         initial_replicas=initial,
         peak_replicas=peak,
@@ -107,5 +126,8 @@ def summarize(
         requests=requests,
         latency_by_phase=latency,
         scale_events=events,
+        needed_replicas=needed_replicas,
+        scale_ups_to_needed=ups_to_needed,
+        decisions=decisions,
         extra=dict(extra or {}),
     )

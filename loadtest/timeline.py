@@ -20,8 +20,11 @@ class TimelineRow:
     """One second of a run, ``t`` seconds after the load started (the second ``[t, t+1)``).
 
     ``gpu_util`` is the simulated GPUs' true average (demo only); ``hpa_metric`` the per-pod average the HPA
-    last read from the metrics API (demo) or reported in its status (``run --hpa``); ``metric_value`` the average
-    of a polled metrics API path and ``prom_value`` the ``--query`` result from Prometheus (``run`` only).
+    last read from the metrics API (demo: of the GPU metric, when it scales on it) or reported in its status
+    (``run --hpa``); ``metric_value`` the average of a polled metrics API path and ``prom_value`` the ``--query``
+    result from Prometheus (``run`` only). Demo only: ``waiting`` is the replicas' true mean of requests queued
+    for the GPU, ``hpa_waiting`` the per-pod average of ``vllm:num_requests_waiting`` the HPA last read (when it
+    scales on it) and ``waiting_target`` its target.
     """
 
     t: float
@@ -40,6 +43,9 @@ class TimelineRow:
     current_replicas: int | None = None
     metric_value: float | None = None
     prom_value: float | None = None
+    waiting: float | None = None
+    hpa_waiting: float | None = None
+    waiting_target: float | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
 
 
@@ -50,9 +56,10 @@ class SyncRecord:
     t: float
     current: int
     desired: int
-    metric: float | None = None  # the metric's per-pod average, in its units
+    metric: float | None = None  # the (first) metric's per-pod average, in its units
     reason: str = ""
     error: str | None = None
+    readings: Mapping[str, float | None] = field(default_factory=dict)  # every metric's value, by name
 
     @property
     def direction(self) -> int:

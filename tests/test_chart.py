@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.client
+import json
 import socket
 import ssl
 import subprocess
@@ -20,6 +21,7 @@ import yaml
 from cryptography import x509
 
 from adapter.rules import load_rules
+from adapter.rules.inference import INFERENCE_PRESETS, preset_yaml, recording_rules
 from adapter.rules.presets import GPU_PRESETS_YAML
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, find, load_documents, one, run, tool, validate_all
 from tests.support.processes import terminate
@@ -38,6 +40,7 @@ VALUES_SETS = {
     "insecure": CI / "insecure-values.yaml",
     "existing-secret": CI / "existing-secret-values.yaml",
     "external-metrics": REPO / "hpa-examples" / "chart-values-external-metrics.yaml",
+    "vllm": REPO / "hpa-examples" / "chart-values-vllm.yaml",
 }
 
 
@@ -304,13 +307,40 @@ def test_rules_configmap_is_custom_then_deployment_then_presets(all_on, tmp_path
     values = yaml.safe_load(VALUES_SETS["all-on"].read_text())["adapter"]["rules"]
     presets = yaml.safe_load(GPU_PRESETS_YAML)
     deployment = yaml.safe_load((CHART / "files" / "deployment-rules.yaml").read_text())
-    assert data["rules"] == values["custom"] + deployment["rules"] + presets["rules"]
+    inference = [rule for name in values["inferencePresets"]
+                 for rule in yaml.safe_load(preset_yaml(INFERENCE_PRESETS[name]))["rules"]]
+    assert data["rules"] == values["custom"] + deployment["rules"] + presets["rules"] + inference
     assert data["externalRules"] == values["external"] + presets.get("externalRules", [])
     # The adapter's own loader accepts the rendered file.
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(data))
     config = load_rules(str(path))
     assert len(config.rules) == len(data["rules"]) and len(config.external_rules) == len(data["externalRules"])
+
+
+def test_inference_presets_bring_their_rules_and_recording_rules(tmp_path):
+    docs = render(None, "adapter.rules.inferencePresets={tgi,vllm}")
+    data = yaml.safe_load(one(docs, "ConfigMap", f"{RELEASE}-gpu-autoscaler-adapter-rules")["data"]["rules.yaml"])
+    chosen = [rule for name in ("tgi", "vllm")
+              for rule in yaml.safe_load(preset_yaml(INFERENCE_PRESETS[name]))["rules"]]
+    assert data["rules"][-len(chosen):] == chosen
+    groups = one(docs, "PrometheusRule")["spec"]["groups"]
+    [inference] = [g for g in groups if g["name"] == "gpu-autoscaler.inference"]
+    assert inference["rules"] == recording_rules(["tgi", "vllm"])
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": groups}))
+    assert f"SUCCESS: {12 + len(inference['rules'])} rules found" in run([tool("promtool"), "check", "rules",
+                                                                         str(path)]).stdout
+    # Without presets, or without recording rules, there is no such group.
+    for sets in ((), ("adapter.rules.inferencePresets={vllm}", "prometheusRule.recordingRules=false")):
+        rule = find(render(None, *sets), "PrometheusRule")
+        assert not [g for r in rule for g in r["spec"]["groups"] if g["name"] == "gpu-autoscaler.inference"]
+    # values.schema.json lists exactly the adapter's presets, so a typo fails at install time.
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    listed = schema["properties"]["adapter"]["properties"]["rules"]["properties"]["inferencePresets"]["items"]["enum"]
+    assert sorted(listed) == sorted(INFERENCE_PRESETS)
+    bad = template(None, "adapter.rules.inferencePresets={vlm}", check=False)
+    assert bad.returncode != 0 and "inferencePresets" in bad.stderr
 
 
 def test_default_rules_are_the_presets_and_can_be_left_out(default):

@@ -9,6 +9,7 @@ import math
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,30 @@ def assert_all_gone(summary: dict[str, Any]) -> None:
     assert not marked_processes(summary["run_id"])
 
 
-def test_quick_demo_scales_up_under_load_and_back_down(tmp_path: Path) -> None:
-    summary_path, plot, timeline = tmp_path / "summary.json", tmp_path / "demo.png", tmp_path / "demo.csv"
+@dataclass
+class QuickRun:
+    result: subprocess.CompletedProcess[str]
+    summary: dict[str, Any]
+    plot: Path
+    timeline: Path
+
+
+def quick_run(directory: Path, *args: str) -> QuickRun:
+    summary_path, plot, timeline = directory / "summary.json", directory / "demo.png", directory / "demo.csv"
     result = subprocess.run(
         [sys.executable, "-m", "loadtest", "demo", "--quick", "--summary", str(summary_path), "--plot", str(plot),
-         "--csv", str(timeline)], capture_output=True, text=True, timeout=280)
+         "--csv", str(timeline), *args], capture_output=True, text=True, timeout=280)
     assert result.returncode == 0, result.stderr[-4000:]
-    summary = json.loads(summary_path.read_text())
+    return QuickRun(result, json.loads(summary_path.read_text()), plot, timeline)
+
+
+@pytest.fixture(scope="module")
+def gpu_run(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    return quick_run(tmp_path_factory.mktemp("demo-gpu"))
+
+
+def test_quick_demo_scales_up_under_load_and_back_down(gpu_run: QuickRun) -> None:
+    result, summary, plot, timeline = gpu_run.result, gpu_run.summary, gpu_run.plot, gpu_run.timeline
 
     assert summary["initial_replicas"] == 1
     assert summary["peak_replicas"] > summary["initial_replicas"]
@@ -66,9 +84,31 @@ def test_quick_demo_scales_up_under_load_and_back_down(tmp_path: Path) -> None:
     with timeline.open() as fh:
         rows = list(csv.DictReader(fh))
     assert max(int(r["current_replicas"]) for r in rows if r["current_replicas"]) == summary["peak_replicas"]
+    # The replicas' own queue is recorded too (scraped by the same Prometheus), though this HPA ignores it.
+    assert max(float(r["waiting"]) for r in rows if r["waiting"]) > 0
+    assert all(r["hpa_waiting"] == "" and r["waiting_target"] == "" for r in rows)
     # Not a terminal: plain progress lines, and each decision as it happens.
     assert "scale 1 -> " in result.stderr
     assert "load step -> first scale-up decision" in result.stdout
+
+
+def test_scaling_on_the_queue_reaches_the_needed_replicas_in_fewer_decisions(gpu_run: QuickRun,
+                                                                           tmp_path: Path) -> None:
+    """GPU utilisation saturates at 100 %: from one overloaded replica its first decision can only ask for
+    ceil(100 / 60) = 2. Requests waiting keep growing, so one decision asks for all the replicas needed."""
+    queue, gpu = quick_run(tmp_path, "--metric", "queue").summary, gpu_run.summary
+    assert queue["hpa_metrics"] == ["vllm:num_requests_waiting"] and gpu["hpa_metrics"] == ["DCGM_FI_DEV_GPU_UTIL"]
+    needed = queue["needed_replicas"]
+    assert needed == gpu["needed_replicas"] == 4  # 55 requests/s x 40 ms at 60 %
+    first_up = next(d for d in queue["decisions"] if d["to"] > d["from"])
+    assert first_up["reason"] == "pods metric vllm:num_requests_waiting above target"
+    assert first_up["readings"]["vllm:num_requests_waiting"] > queue["queue_target_average_value"]
+    gpu_first_up = next(d for d in gpu["decisions"] if d["to"] > d["from"])
+    assert gpu_first_up["to"] < needed
+    assert queue["scale_ups_to_needed"] is not None
+    assert queue["scale_ups_to_needed"] < (gpu["scale_ups_to_needed"] or math.inf)
+    assert queue["interrupted"] is False and queue["error"] is None
+    assert_all_gone(queue)
 
 
 def test_interrupted_demo_stops_everything_and_reports_what_it_has(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from adapter.rules import load_rules
+from adapter.rules import build_catalogue, load_rules, parse_rules
 from adapter.rules.presets import gpu_presets
 from tests.support.k8s_validation import REPO, find, kustomize, load_files, one, run, validate_all
 from tests.support.tools import require_tool
@@ -300,7 +300,7 @@ def test_examples_are_valid_for_kubernetes_1_29_to_1_33(examples):
     objects = _k8s_objects(examples)
     assert validate_all(objects) == []
     assert {d["kind"] for d in objects} >= {"Deployment", "Service", "HorizontalPodAutoscaler", "NodePool",
-                                              "EC2NodeClass"}
+                                              "EC2NodeClass", "ServiceMonitor"}
 
 
 def test_validation_catches_a_misspelt_field(examples):
@@ -436,3 +436,43 @@ def test_resource_metrics_component_registers_metrics_k8s_io(tmp_path):
     assert api["spec"]["service"]["name"] == one(docs, "Service", "gpu-metrics-adapter")["metadata"]["name"]
     hpa = _granted(docs, ("horizontal-pod-autoscaler", "kube-system"))
     assert {"get", "list"} <= hpa[("metrics.k8s.io", "pods")] and {"get", "list"} <= hpa[("metrics.k8s.io", "nodes")]
+
+
+def test_vllm_hpa_scales_on_its_queue_with_gpu_utilisation_second(examples):
+    hpa = one(examples, "HorizontalPodAutoscaler", "vllm-queue")
+    metrics = hpa["spec"]["metrics"]
+    assert [(m["type"], m["pods"]["metric"]["name"], m["pods"]["target"]["type"]) for m in metrics] == [
+        ("Pods", "vllm:num_requests_waiting", "AverageValue"), ("Pods", "DCGM_FI_DEV_GPU_UTIL", "AverageValue")]
+    # Both metrics are served per pod by the rules the chart values (or `include`) bring in.
+    config = parse_rules("include: [gpu-presets, vllm]\n", "rules.yaml")
+    pod = {"namespace": "default", "pod": "vllm-6c9d-x2k4p"}
+    series = [{"__name__": "vllm:num_requests_waiting", "model_name": "qwen2.5-7b-instruct", "engine": "0", **pod},
+              {"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "UUID": "GPU-1", **pod}]
+    catalogue = build_catalogue(config, {q: series for q in config.series_queries()})
+    for metric in metrics:
+        assert catalogue.lookup(metric["pods"]["metric"]["name"], "pods"), metric
+    values = yaml.safe_load((EXAMPLES / "chart-values-vllm.yaml").read_text())
+    assert values["adapter"]["rules"]["inferencePresets"] == ["vllm"]
+    # Slow model loads: the pod may take up to 15 minutes to start; scale-up steps are spaced by minutes, so pods
+    # still loading are not answered by yet more pods, and scale-down waits longer still.
+    container = one(examples, "Deployment", "vllm")["spec"]["template"]["spec"]["containers"][0]
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    behavior = hpa["spec"]["behavior"]
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+    assert min(p["periodSeconds"] for p in behavior["scaleUp"]["policies"]) >= 180
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] >= 600
+
+
+def test_vllm_pods_are_scraped_per_pod(examples):
+    deployment = one(examples, "Deployment", "vllm")
+    service = one(examples, "Service", "vllm")
+    monitor = one(examples, "ServiceMonitor", "vllm")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]] and endpoint["path"] == "/metrics"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert all(container[p]["httpGet"]["path"] == "/health" for p in ("startupProbe", "readinessProbe"))

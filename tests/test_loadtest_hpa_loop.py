@@ -116,3 +116,37 @@ def test_a_failed_fetch_keeps_the_scale_and_reads_like_the_controller(answer: ht
 
     asyncio.run(scenario())
     assert deployment.scaled_to == []
+
+
+def test_two_pods_metrics_are_read_and_the_larger_proposal_wins() -> None:
+    """GPU utilisation saturates at 100 % (asks for 2), the queue does not (asks for 4): the HPA takes 4."""
+    answers = {"DCGM_FI_DEV_GPU_UTIL": metric_list({"infer-0": "100"}),
+               "vllm:num_requests_waiting": metric_list({"infer-0": "18"})}
+    requests: list[str] = []
+
+    def api(request: httpx.Request) -> httpx.Response:
+        requests.append(request.url.raw_path.decode())
+        if request.url.path == "/apis":
+            return httpx.Response(200, json=group("v1beta2", "v1beta2"))
+        return httpx.Response(200, json=answers[request.url.path.rsplit("/", 1)[-1]])
+
+    deployment = Deployment(1)
+    spec = HPASpec(max_replicas=8, metrics=(MetricSpec.pods("DCGM_FI_DEV_GPU_UTIL", average_value="60"),
+                                            MetricSpec.pods("vllm:num_requests_waiting", average_value="5")))
+
+    async def scenario() -> None:
+        client = CustomMetricsClient("https://adapter.test", transport=httpx.MockTransport(api))
+        loop = HpaLoop(Autoscaler(spec), client, deployment, namespace="demo", selector="app=infer",
+                       clock=lambda: 30.0)
+        record = await loop.sync()
+        await client.aclose()
+        assert (record.current, record.desired) == (1, 4)
+        assert record.reason == "pods metric vllm:num_requests_waiting above target"
+        assert record.readings == {"DCGM_FI_DEV_GPU_UTIL": 100.0, "vllm:num_requests_waiting": 18.0}
+        assert record.metric == 100.0  # the first metric's, as the plot's metric panel shows
+
+    asyncio.run(scenario())
+    assert requests == ["/apis", f"{PODS_PATH}?labelSelector=app%3Dinfer",
+                        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/demo/pods/%2A/vllm%3Anum_requests_waiting"
+                        "?labelSelector=app%3Dinfer"]
+    assert deployment.scaled_to == [4]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.replica import READY_PREFIX
 
@@ -58,7 +59,7 @@ def test_requests_take_the_gpu_one_at_a_time(replica: Replica) -> None:
     assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(intervals))
     assert all(a["service_ms"] >= 100 for a in answers)
     stats = replica.stats()
-    assert stats["served"] == 4 and stats["waiting"] == 0
+    assert stats["served"] == 4 and stats["in_flight"] == 0
     assert 0 < stats["busy"] <= 1
     assert httpx.get(f"{replica.url}/nope").status_code == 404
     assert httpx.put(f"{replica.url}/infer").status_code == 405
@@ -69,11 +70,11 @@ def test_a_request_whose_client_left_is_skipped() -> None:
     try:
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(httpx.get, f"{replica.url}/infer", timeout=30)
-            wait_until(lambda: replica.stats()["waiting"] == 1)
+            wait_until(lambda: replica.stats()["in_flight"] == 1)
             with pytest.raises(httpx.TimeoutException):  # gives up while queued behind the first
                 httpx.get(f"{replica.url}/infer", timeout=0.3)
             assert first.result().status_code == 200
-        wait_until(lambda: replica.stats()["waiting"] == 0)
+        wait_until(lambda: replica.stats()["in_flight"] == 0)
         stats = replica.stats()
         assert (stats["served"], stats["abandoned"]) == (1, 1)
     finally:
@@ -85,9 +86,30 @@ def test_sigterm_finishes_queued_requests_then_exits() -> None:
     replica = start(service_ms=200)
     with ThreadPoolExecutor(3) as pool:
         pending = [pool.submit(httpx.get, f"{replica.url}/infer", timeout=30) for _ in range(3)]
-        wait_until(lambda: replica.stats()["waiting"] == 3)
+        wait_until(lambda: replica.stats()["in_flight"] == 3)
         replica.process.terminate()
         assert [f.result().status_code for f in pending] == [200, 200, 200]
     _, err = replica.process.communicate(timeout=30)
     assert replica.process.returncode == 0
     assert "infer-3: served 3" in err
+
+
+def test_metrics_are_vllm_shaped_and_follow_the_requests_in_flight() -> None:
+    replica = start(service_ms=3000)
+    with ThreadPoolExecutor(3) as pool:
+        try:
+            for _ in range(3):
+                pool.submit(httpx.get, f"{replica.url}/infer", timeout=30)
+            wait_until(lambda: replica.stats()["in_flight"] == 3)
+            response = httpx.get(f"{replica.url}/metrics", timeout=5)
+        finally:  # the requests still queued fail at once
+            replica.process.kill()
+            replica.process.communicate()
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    values = {name: (f.type, f.samples[0].labels, f.samples[0].value) for name, f in families.items()}
+    labels = {"model_name": "demo-model", "engine": "0"}
+    # one request on the GPU, two queued behind it; the KV cache (8 requests' worth) is 3/8 full
+    assert values == {"vllm:num_requests_running": ("gauge", labels, 1.0),
+                      "vllm:num_requests_waiting": ("gauge", labels, 2.0),
+                      "vllm:kv_cache_usage_perc": ("gauge", labels, 0.375)}

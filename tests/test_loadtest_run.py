@@ -4,6 +4,7 @@ API, polling a custom-metrics path on the real adapter and range data from a rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 import yaml
 from rich.console import Console
@@ -34,17 +36,25 @@ if TYPE_CHECKING:
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture
-def replica_url() -> Iterator[str]:
-    """A stand-in replica fast enough (5 ms per request) never to queue at these rates."""
-    process = subprocess.Popen([sys.executable, "-m", "loadtest", "replica", "--service-ms", "5", "--port", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+@contextlib.contextmanager
+def stand_in(*args: str) -> Iterator[str]:
+    """A stand-in replica fast enough (5 ms per request) never to queue at these rates; yields its base URL."""
+    process = subprocess.Popen([sys.executable, "-m", "loadtest", "replica", "--service-ms", "5", "--port", "0",
+                                *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert process.stdout is not None
     line = process.stdout.readline().strip()
     assert line.startswith(READY_PREFIX)
-    yield f"http://{line.removeprefix(READY_PREFIX)}/infer"
-    process.terminate()
-    process.wait(30)
+    try:
+        yield f"http://{line.removeprefix(READY_PREFIX)}"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@pytest.fixture
+def replica_url() -> Iterator[str]:
+    with stand_in() as base:
+        yield f"{base}/infer"
 
 
 def gpu_loadtest(*args: str) -> subprocess.Popen[str]:
@@ -99,6 +109,55 @@ def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+COMPLETION = {"model": "qwen2.5-7b-instruct", "prompt": "Say hello", "max_tokens": 16, "temperature": 0}
+
+
+def test_run_posts_a_json_completion_with_headers_and_the_stand_in_checks_them(tmp_path: Path) -> None:
+    """An OpenAI-compatible /v1/completions request: the stand-in answers only a JSON body naming its model, with
+    the API key and tenant headers it requires; the send times stay those of the profile."""
+    (tmp_path / "body.json").write_text(json.dumps(COMPLETION))
+    required = ["--model", "qwen2.5-7b-instruct", "--require-header", "Authorization: Bearer sk-test",
+                "--require-header", "X-Tenant: team-a"]
+    with stand_in(*required) as base:
+        run = ["run", "--url", f"{base}/v1/completions", "--arrivals", "uniform", "--profile"]
+        auth = ["-H", "Authorization: Bearer sk-test", "--header", "X-Tenant: team-a"]
+        finish(gpu_loadtest(*run, "2s:10", *auth, "--body", json.dumps(COMPLETION),
+                            "--summary", str(tmp_path / "inline.json"), "--csv", str(tmp_path / "t.csv")))
+        finish(gpu_loadtest(*run, "2s:10", *auth, "--body-file", str(tmp_path / "body.json"), "--method", "post",
+                            "--summary", str(tmp_path / "file.json")))
+        # What the stand-in refuses: no API key; a body for another model; a body that is not JSON.
+        finish(gpu_loadtest(*run, "1s:5", *auth[2:], "--body", json.dumps(COMPLETION),
+                            "--summary", str(tmp_path / "nokey.json")))
+        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", json.dumps({**COMPLETION, "model": "llama"}),
+                            "--summary", str(tmp_path / "model.json")))
+        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", "prompt=hi",
+                            "-H", "Content-Type: application/x-www-form-urlencoded",
+                            "--summary", str(tmp_path / "form.json")))
+        stats = httpx.get(f"{base}/stats", timeout=5).json()
+    for name in ("inline.json", "file.json"):
+        summary = json.loads((tmp_path / name).read_text())
+        assert summary["requests"] == {"sent": 20, "ok": 20, "errors": 0, "dropped": 0}, summary["error_kinds"]
+        assert summary["method"] == "POST" and summary["header_names"][:2] == ["Authorization", "X-Tenant"]
+        assert summary["body_bytes"] == len(json.dumps(COMPLETION))
+    assert [r["sent"] for r in read_csv(tmp_path / "t.csv")[:2]] == ["10", "10"]  # open loop, as with GET
+    refused = {name: json.loads((tmp_path / name).read_text())["error_kinds"]
+               for name in ("nokey.json", "model.json", "form.json")}
+    assert refused == {"nokey.json": {"HTTP 401": 5}, "model.json": {"HTTP 404": 5}, "form.json": {"HTTP 415": 5}}
+    assert (stats["served"], stats["rejected"]) == (40, 15)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--header", "Authorization"], "--header 'Authorization': expected 'Name: value'"),
+    (["--body", "{}", "--body-file", "x.json"], "--body and --body-file exclude each other"),
+    (["--body-file", "/nonexistent/body.json"], "--body-file /nonexistent/body.json: No such file or directory"),
+])
+def test_request_option_errors_are_one_line(args: list[str], message: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "loadtest", "run", "--url", "http://127.0.0.1:9/v1/completions",
+                             "--profile", "1", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"gpu-loadtest: error: {message}"
 
 
 def test_run_watches_an_hpa_through_the_kubernetes_api(replica_url: str, tmp_path: Path,

@@ -97,3 +97,20 @@ def test_csv_has_one_line_per_second_and_no_raw_latencies(tmp_path: Path) -> Non
     assert table[1]["current_replicas"] == "2"
     assert table[1]["hpa_metric"] == ""
     assert float(table[0]["target_rps"]) == pytest.approx(10)
+
+
+@pytest.mark.parametrize(("needed", "expected"), [(4, 2), (2, 1), (5, None)])
+def test_scale_ups_to_needed_counts_decisions_after_the_step(needed: int, expected: int | None) -> None:
+    current = [1, 1, 1, 1, 2, 2, 4, 4, 4, 4, 4, 2, 1, 1]
+    syncs = [SyncRecord(1.5, 2, 3, 95.0, "before the step"), SyncRecord(2.5, 1, 1, 50.0),
+             SyncRecord(3.5, 1, 2, 99.0, "up", readings={"a": 99.0, "b": None}),
+             SyncRecord(5.5, 2, 4, 90.0, "up", error="invalid metrics (1 invalid out of 2), first error is: x")]
+    summary = summarize(rows_with(current), syncs, load_step_at=2.0, load_drop_at=8.0, needed_replicas=needed)
+    assert (summary.needed_replicas, summary.scale_ups_to_needed) == (needed, expected)
+    # every sync, scaling or not, with what each metric read
+    assert [(d["t"], d["from"], d["to"]) for d in summary.decisions] == [(1.5, 2, 3), (2.5, 1, 1), (3.5, 1, 2),
+                                                                          (5.5, 2, 4)]
+    assert summary.decisions[2]["readings"] == {"a": 99.0, "b": None}
+    assert summary.decisions[3]["error"].startswith("invalid metrics")
+    assert summary.failed == 14
+    assert summary.to_json()["scale_ups_to_needed"] == expected

@@ -325,7 +325,7 @@ ERROR_CASES = [
     ),
     pytest.param(
         "include: [gpu-presets, cpu-presets]\n",
-        "rules.yaml: include[1]: unknown include 'cpu-presets' (known: gpu-presets)",
+        "rules.yaml: include[1]: unknown include 'cpu-presets' (known: gpu-presets, sglang, tgi, triton, vllm)",
         id="unknown include",
     ),
     pytest.param(

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class MetricsEndpoint:
-    def __init__(self, text: str | bytes = "") -> None:
+    """``render``, when given, makes each scrape's body (counters that grow with time); otherwise ``text`` is served."""
+
+    def __init__(self, text: str | bytes = "", render: Callable[[], str] | None = None) -> None:
         self.text = text
+        self.render = render
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = endpoint._body
+                body = endpoint._body if endpoint.render is None else endpoint.render().encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))

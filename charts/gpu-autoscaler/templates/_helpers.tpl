@@ -135,6 +135,9 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- $rules = concat $rules (default (list) $presets.rules) -}}
 {{- $external = concat $external (default (list) $presets.externalRules) -}}
 {{- end -}}
+{{- range (include "gpu-autoscaler.inferencePresets" . | fromYamlArray) -}}
+{{- $rules = concat $rules .rules -}}
+{{- end -}}
 {{- $doc := dict "rules" (ternary $rules (list) (gt (len $rules) 0)) -}}
 {{- if $external -}}
 {{- $_ := set $doc "externalRules" $external -}}
@@ -146,4 +149,20 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- $_ := set $doc "resourceRules" .Values.adapter.rules.resource -}}
 {{- end -}}
 {{- toYaml $doc -}}
+{{- end -}}
+
+{{/*
+The inference-server presets named in adapter.rules.inferencePresets (files/inference-presets.yaml, generated from
+the adapter's source), in that order, as a YAML list of {rules, recordingRules}; an unknown name fails the render.
+*/}}
+{{- define "gpu-autoscaler.inferencePresets" -}}
+{{- $all := (.Files.Get "files/inference-presets.yaml" | fromYaml).presets -}}
+{{- $chosen := list -}}
+{{- range .Values.adapter.rules.inferencePresets -}}
+{{- if not (hasKey $all .) -}}
+{{- fail (printf "adapter.rules.inferencePresets: unknown preset %q (known: %s)" . (keys $all | sortAlpha | join ", ")) -}}
+{{- end -}}
+{{- $chosen = append $chosen (get $all .) -}}
+{{- end -}}
+{{- toYaml $chosen -}}
 {{- end -}}
