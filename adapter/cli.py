@@ -15,7 +15,7 @@ import httpx
 import typer
 
 import clikit
-from adapter import prometheus_auth
+from adapter import goflag, prometheus_auth
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
 from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
 from adapter.kube.api import KubeApi, KubeError
@@ -27,8 +27,9 @@ from adapter.prometheus import PrometheusClient, PrometheusConfig
 from adapter.prometheus_auth import PrometheusCredentials
 from adapter.provider import ObjectResolver, StandaloneResolver
 from adapter.rules import RulesConfig, RulesError, gpu_presets, load_rules
-from adapter.serving import server_context, uvicorn_config
+from adapter.serving import TLSSettings, TLSSettingsError, listening_socket, server_context, uvicorn_config
 from adapter.standalone import StandaloneObjects
+from adapter.upstream_flags import UpstreamFlagError, translate
 
 if TYPE_CHECKING:
     from adapter.discovery import Discovery
@@ -38,9 +39,7 @@ log = logging.getLogger("adapter")
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Kubernetes custom metrics API for GPU workloads, answered from Prometheus.")
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h))+$")
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 
 
 class UsageError(Exception):
@@ -61,10 +60,14 @@ def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[],
 
 
 def parse_duration(text: str, flag: str) -> float:
-    """Go-style durations as prometheus-adapter takes them: ``1m``, ``30s``, ``1m30s``, ``500ms``."""
-    if not _DURATION.match(text):
+    """Go durations, as prometheus-adapter takes them: ``1m``, ``30s``, ``1m30s``, ``1.5h``, ``500ms``."""
+    try:
+        seconds = goflag.parse_duration(text)
+    except goflag.FlagValueError as exc:
+        raise UsageError(f"{flag} {exc}") from None
+    if seconds <= 0:
         raise UsageError(f"{flag} {text!r}: expected a duration like 30s, 1m or 1m30s")
-    return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+    return seconds
 
 
 def parse_duration_or_zero(text: str, flag: str) -> float:
@@ -78,9 +81,11 @@ def prometheus_headers(values: list[str]) -> list[tuple[str, str]]:
     headers = []
     for item in values:
         key, _, value = item.partition("=")
-        if not key.strip():
-            raise UsageError(f"--prometheus-header {item!r}: expected NAME=VALUE")
-        headers.append((key.strip(), value))
+        if not _HEADER_NAME.match(key):
+            raise UsageError(f"--prometheus-header {item!r}: {key!r} is not a valid header name (expected key=value)")
+        if any(c in value for c in "\r\n\0"):
+            raise UsageError(f"--prometheus-header {item!r}: a header value cannot hold a line break")
+        headers.append((key, value))
     return headers
 
 
@@ -122,13 +127,17 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
         raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL with a host")
     extra = prometheus_headers(headers or [])
     credentials = PrometheusCredentials()
+    if ca_file and (auth_config or auth_incluster):
+        log.warning("--prometheus-ca-file is set, so %s is not read (as in prometheus-adapter); put the CA in the "
+                    "kubeconfig instead to use its credentials", "--prometheus-auth-config" if auth_config
+                    else "--prometheus-auth-incluster")
     if not ca_file and (auth_config or auth_incluster):  # upstream reads neither when a CA file is given
         credentials = prometheus_auth.from_kubeconfig(auth_config) if auth_config else prometheus_auth.in_cluster()
     source = "--prometheus-auth-config" if auth_config else "--prometheus-auth-incluster"
     pair = (cert_file, key_file) if cert_file else (credentials.client_cert_file, credentials.client_key_file)
     _check_tls_files(ca_file or credentials.ca_file, "--prometheus-ca-file" if ca_file else source,
                      pair, "--prometheus-client-tls-cert-file" if cert_file else source)
-    if credentials.authorization and not token_file:
+    if credentials.authorization and not token_file and not any(k.lower() == "authorization" for k, _ in extra):
         extra.append(("Authorization", credentials.authorization))
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
                             bearer_token_file=token_file or credentials.bearer_token_file,
@@ -181,7 +190,16 @@ def serve(
     prometheus_header: Headers = None,
     prometheus_auth_config: AuthConfig = None,
     prometheus_auth_incluster: AuthInCluster = False,
-    v: Annotated[int, typer.Option("--v", help="Log verbosity: 0 info, 2 access log, 4 debug, 6 every rendered "
+    discovery_interval: Annotated[str, typer.Option("--discovery-interval", help=(
+        "How often the Kubernetes API's discovery is re-read, so resources (CRDs) added later resolve in the "
+        "rules; 0: only at start."))] = "1m",
+    tls_min_version: Annotated[str, typer.Option("--tls-min-version", help="VersionTLS12 or VersionTLS13.")] = (
+        "VersionTLS12"),
+    tls_cipher_suites: Annotated[str, typer.Option("--tls-cipher-suites", help=(
+        "Comma-separated TLS 1.2 cipher suites (Go/IANA names); default: OpenSSL's secure set."))] = "",
+    permit_port_sharing: Annotated[bool, typer.Option("--permit-port-sharing", help=(
+        "Bind with SO_REUSEPORT, so several processes can listen on one port."))] = False,
+    v: Annotated[int, typer.Option("--v", "-v", help="Log verbosity: 0 info, 2 access log, 4 debug, 6 every rendered "
                                    "PromQL.")] = 0,
     logging_format: Annotated[str, typer.Option("--logging-format", help="text or json.")] = "text",
     query_cache_ttl: Annotated[str, typer.Option("--query-cache-ttl", help=(
@@ -189,9 +207,6 @@ def serve(
         "identical queries in flight."))] = "5s",
     config_reload_interval: Annotated[str, typer.Option("--config-reload-interval", help=(
         "How often --config is checked for changes; 0 disables reloading."))] = "5s",
-    discovery_interval: Annotated[str, typer.Option("--discovery-interval", help=(
-        "How often the Kubernetes API's discovery is re-read, so resources (CRDs) added later resolve in the "
-        "rules; 0: only at start."))] = "1m",
     kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", help=(
         "Kubernetes API access; default: the in-cluster config when running in a pod, else none."))] = None,
     standalone_objects: Annotated[str | None, typer.Option("--standalone-objects", help=(
@@ -222,6 +237,13 @@ def serve(
     authorization_always_allow_paths: Annotated[str, typer.Option("--authorization-always-allow-paths", help=(
         "Comma-separated paths served without authentication (a trailing * matches a prefix)."))] = (
         ",".join(DEFAULT_ALWAYS_ALLOW_PATHS)),
+    authentication_token_webhook_cache_ttl: Annotated[str, typer.Option(
+        "--authentication-token-webhook-cache-ttl", help="How long TokenReview answers are kept; 0: not kept.")] = (
+        "10s"),
+    authorization_webhook_cache_authorized_ttl: Annotated[str, typer.Option(
+        "--authorization-webhook-cache-authorized-ttl", help="How long 'allowed' answers are kept.")] = "10s",
+    authorization_webhook_cache_unauthorized_ttl: Annotated[str, typer.Option(
+        "--authorization-webhook-cache-unauthorized-ttl", help="How long 'denied' answers are kept.")] = "10s",
 ) -> None:
     """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) and, with externalRules, external.metrics.k8s.io."""
 
@@ -241,6 +263,18 @@ def serve(
     prom = prometheus_config(prometheus_url, prometheus_verb, prometheus_timeout, prometheus_token_file,
                              prometheus_ca_file, prometheus_client_tls_cert_file, prometheus_client_tls_key_file,
                              prometheus_header, prometheus_auth_config, prometheus_auth_incluster)
+    tls = serving_tls(tls_min_version, tls_cipher_suites)
+    auth_ttls = [parse_duration_or_zero(text, flag) for text, flag in (
+        (authentication_token_webhook_cache_ttl, "--authentication-token-webhook-cache-ttl"),
+        (authorization_webhook_cache_authorized_ttl, "--authorization-webhook-cache-authorized-ttl"),
+        (authorization_webhook_cache_unauthorized_ttl, "--authorization-webhook-cache-unauthorized-ttl"))]
+    front_proxy = {  # checked whether or not auth is on, as the apiserver's options are
+        "requestheader_allowed_names": _csv(requestheader_allowed_names, "--requestheader-allowed-names"),
+        "requestheader_username_headers": _csv(requestheader_username_headers, "--requestheader-username-headers"),
+        "requestheader_group_headers": _csv(requestheader_group_headers, "--requestheader-group-headers"),
+        "requestheader_extra_headers_prefix": _csv(requestheader_extra_headers_prefix,
+                                                   "--requestheader-extra-headers-prefix")}
+    always_allow = _csv(authorization_always_allow_paths, "--authorization-always-allow-paths")
     relist = parse_duration(metrics_relist_interval, "--metrics-relist-interval")
     max_age = parse_duration(metrics_max_age, "--metrics-max-age") if metrics_max_age else None
     if max_age is not None and max_age < relist:
@@ -266,13 +300,12 @@ def serve(
     else:
         auth = AuthStack(AuthOptions(
             requestheader_client_ca_file=requestheader_client_ca_file,
-            requestheader_allowed_names=_csv(requestheader_allowed_names),
-            requestheader_username_headers=_csv(requestheader_username_headers),
-            requestheader_group_headers=_csv(requestheader_group_headers),
-            requestheader_extra_headers_prefix=_csv(requestheader_extra_headers_prefix),
+            **front_proxy,
             client_ca_file=client_ca_file, skip_lookup=authentication_skip_lookup,
             tolerate_lookup_failure=authentication_tolerate_lookup_failure,
-            always_allow_paths=_csv(authorization_always_allow_paths), anonymous=anonymous_auth), api_client)
+            always_allow_paths=always_allow, anonymous=anonymous_auth,
+            token_cache_ttl_s=auth_ttls[0], allowed_cache_ttl_s=auth_ttls[1], denied_cache_ttl_s=auth_ttls[2]),
+            api_client)
         asyncio.run(auth.load())
     provider = Provider(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age))
     metrics.watch_discovery(discovery)
@@ -292,16 +325,27 @@ def serve(
     else:  # only once every other setting has been accepted: a refused start writes nothing
         cert, key = self_signed(cert_dir, ["localhost", "127.0.0.1", "::1"])
         log.info("serving with a self-signed certificate from %s", cert_dir)
-    ctx = server_context(cert, key, None, request_client_certs=auth is not None)
+    ctx = server_context(cert, key, None, request_client_certs=auth is not None, tls=tls)
     if auth is not None:
         auth.attach_tls(ctx)
     import uvicorn
 
     server = uvicorn.Server(uvicorn_config(create_app(state), bind_address, secure_port, ctx, log_config=None))
+    try:
+        sock = listening_socket(bind_address, secure_port, reuse_port=permit_port_sharing)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {bind_address}:{secure_port}: {exc.strerror or exc}") from None
     # Everything built so far (modules, rules, the app: ~90,000 objects) lives as long as the process. Out of the
     # collector's sight, a full collection no longer walks them all: under load that walk took ~20 % of the CPU.
     gc.freeze()
-    server.run()
+    server.run(sockets=[sock])
+
+
+def serving_tls(min_version: str, cipher_suites: str) -> TLSSettings:
+    try:
+        return TLSSettings.parse(min_version, _csv(cipher_suites, "--tls-cipher-suites"))
+    except TLSSettingsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _resource_discovery(api_client: object | None, interval_s: float) -> ResourceDiscovery | None:
@@ -316,8 +360,16 @@ def _resource_discovery(api_client: object | None, interval_s: float) -> Resourc
     return resources
 
 
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
+def _csv(text: str, flag: str) -> list[str]:
+    """A string-slice flag, read as pflag does (one CSV record); like the apiserver's options, an entry of only
+    spaces is refused."""
+    try:
+        values = goflag.split_slice(text)
+    except goflag.FlagValueError as exc:
+        raise UsageError(f"{flag} {exc}") from None
+    if any(not value.strip() for value in values):
+        raise UsageError(f"{flag} {text!r}: empty value")
+    return [value.strip() for value in values]
 
 
 def _resolver(api_client: object | None, standalone_objects: str | None) -> ObjectResolver:
@@ -448,4 +500,10 @@ def explain(
 
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
-    clikit.run(app, "gpu-adapter", argv, (UsageError, RulesError, KubeConfigError, AuthSetupError))
+    clikit.run(app, "gpu-adapter", argv, (UsageError, RulesError, KubeConfigError, AuthSetupError,
+                                          UpstreamFlagError), prepare=_upstream_spellings)
+
+
+def _upstream_spellings(args: list[str]) -> list[str]:
+    """``serve`` takes prometheus-adapter's command line as written (adapter.upstream_flags)."""
+    return ["serve", *translate(args[1:])] if args[:1] == ["serve"] else args

@@ -123,12 +123,17 @@ class PrometheusClient:
     def __init__(self, config: PrometheusConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
         self._token = _TokenFile(config.bearer_token_file) if config.bearer_token_file else None
-        self._base = config.url.rstrip("/")
+        url = httpx.URL(config.url)
+        self._base = str(url.copy_with(query=None, fragment=None)).rstrip("/")
+        self._base_params = list(url.params.multi_items())  # e.g. VictoriaMetrics' extra_label=..., on every call
         self._transport = transport or httpx.AsyncHTTPTransport(
             verify=_tls(config), proxy=env_proxy(httpx.URL(self._base)),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
         pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
         self._headers = [(name, value) for name, value in pairs]
+        # An Authorization header given with --prometheus-header wins over the token file, as upstream's bearer
+        # round tripper leaves a request that already has one alone.
+        self._header_authorizes = any(name.lower() == "authorization" for name, _ in self._headers)
         timeout = config.timeout_s
         self._timeouts = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
         self.queries_total = 0
@@ -218,14 +223,15 @@ class PrometheusClient:
     def _request(self, method: str, path: str, params: Mapping[str, Any],
                  extra_headers: Mapping[str, str] | None) -> httpx.Request:
         headers = [*self._headers, *(extra_headers or {}).items()]
-        if self._token:
+        if self._token and not self._header_authorizes:
             headers.append(("Authorization", f"Bearer {self._token.token()}"))
         if method == "POST":
             headers.append(("Content-Type", "application/x-www-form-urlencoded"))
             content = urllib.parse.urlencode(params, doseq=True).encode()
-            return httpx.Request("POST", self._base + path, headers=headers, content=content,
-                                 extensions=self._timeouts)
-        return httpx.Request("GET", self._base + path, params=params, headers=headers, extensions=self._timeouts)
+            return httpx.Request("POST", self._base + path, params=self._base_params, headers=headers,
+                                 content=content, extensions=self._timeouts)
+        fields = [*self._base_params, *_pairs(params)] if self._base_params else params
+        return httpx.Request("GET", self._base + path, params=fields, headers=headers, extensions=self._timeouts)
 
     @staticmethod
     def _decode(status: int, raw: bytes, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
@@ -240,6 +246,10 @@ class PrometheusClient:
         if status in (400, 422):
             raise QueryFailed(f"Prometheus rejected the query: {detail}")
         raise PrometheusUnavailable(f"Prometheus answered {status}: {detail}")
+
+
+def _pairs(params: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    return [(key, v) for key, value in params.items() for v in (value if isinstance(value, list | tuple) else [value])]
 
 
 _PROM_DURATION = re.compile(r"^(?:\d+(?:ms|y|w|d|h|m|s))+$")

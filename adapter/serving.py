@@ -14,8 +14,10 @@ through to other authenticators). Clients without a certificate connect normally
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -23,10 +25,70 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 ASGIApp = Callable[..., Any]
 
 
+class TLSSettingsError(ValueError):
+    """A --tls-min-version or --tls-cipher-suites value this server does not serve; one line."""
+
+
+# Go's TLS 1.2 cipher suite names (the apiserver's --tls-cipher-suites) and OpenSSL's names for the same suites.
+_TLS12_SUITES = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    # Go calls these insecure but accepts them; prometheus-adapter's own deployment manifest lists one.
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+}
+# TLS 1.3 suites: Go accepts the names and, like OpenSSL here, does not let them be chosen.
+_TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"})
+_MIN_VERSIONS = {"": ssl.TLSVersion.TLSv1_2, "VersionTLS12": ssl.TLSVersion.TLSv1_2,
+                 "VersionTLS13": ssl.TLSVersion.TLSv1_3}
+
+
+@dataclass(frozen=True)
+class TLSSettings:
+    minimum_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
+    openssl_ciphers: str | None = None  # None: OpenSSL's default secure set
+
+    @classmethod
+    def parse(cls, min_version: str, cipher_suites: list[str]) -> TLSSettings:
+        """From the apiserver's --tls-min-version and --tls-cipher-suites values (Go's names)."""
+        if min_version not in _MIN_VERSIONS:
+            raise TLSSettingsError(f"--tls-min-version {min_version!r}: expected VersionTLS12 or VersionTLS13 (never "
+                                   "served below TLS 1.2)")
+        unknown = [name for name in cipher_suites if name not in _TLS12_SUITES and name not in _TLS13_SUITES]
+        if unknown:
+            raise TLSSettingsError(f"--tls-cipher-suites: {', '.join(unknown)} not served (RC4, 3DES or unknown); "
+                                   f"known TLS 1.2 suites: {', '.join(sorted(_TLS12_SUITES))}")
+        tls12 = list(dict.fromkeys(_TLS12_SUITES[n] for n in cipher_suites if n in _TLS12_SUITES))
+        if cipher_suites and not tls12 and _MIN_VERSIONS[min_version] < ssl.TLSVersion.TLSv1_3:
+            raise TLSSettingsError("--tls-cipher-suites names only TLS 1.3 suites: TLS 1.2 clients would find no "
+                                   "suite; add TLS 1.2 suites or pass --tls-min-version=VersionTLS13")
+        return cls(_MIN_VERSIONS[min_version], ":".join(tls12) if tls12 else None)
+
+    def apply(self, ctx: ssl.SSLContext) -> None:
+        ctx.minimum_version = self.minimum_version
+        if self.openssl_ciphers:
+            ctx.set_ciphers(self.openssl_ciphers)
+
+
 def server_context(cert_file: str, key_file: str, client_ca_pem: bytes | None, *,
-                   request_client_certs: bool) -> ssl.SSLContext:
+                   request_client_certs: bool, tls: TLSSettings | None = None) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    (tls or TLSSettings()).apply(ctx)
     ctx.load_cert_chain(cert_file, key_file)
     ctx.set_alpn_protocols(["http/1.1"])
     if request_client_certs:
@@ -73,6 +135,23 @@ class TLSExtensionHttpToolsProtocol(HttpToolsProtocol):
         tls = _tls_scope(transport.get_extra_info("ssl_object"))
         if tls is not None:
             self.app = _WithTLSExtension(self.app, tls)
+
+
+def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """The server's socket: SO_REUSEADDR always (as Go's listeners), SO_REUSEPORT with --permit-port-sharing."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext, **kwargs: Any) -> Any:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import typer
 
 
-def run(app: typer.Typer, prog: str, argv: list[str] | None, expected: tuple[type[Exception], ...]) -> None:
+def run(app: typer.Typer, prog: str, argv: list[str] | None, expected: tuple[type[Exception], ...],
+        prepare: Callable[[list[str]], list[str]] | None = None) -> None:
     """Run ``app``; typer usage errors and the ``expected`` exceptions end the process with one line.
 
-    An expected exception may carry an exit ``code`` attribute (default 2).
+    An expected exception may carry an exit ``code`` attribute (default 2). ``prepare`` rewrites the arguments
+    first (it may raise an expected exception too).
     """
     try:
-        code = app(args=argv, prog_name=prog, standalone_mode=False)
+        args = list(sys.argv[1:] if argv is None else argv)
+        code = app(args=prepare(args) if prepare else args, prog_name=prog, standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -219,6 +219,28 @@ def test_a_repeated_prometheus_header_sends_every_value() -> None:
     assert request.headers.get_list("bux") == ["baz=23"]
 
 
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_query_parameters_in_the_url_go_with_every_request(method: str) -> None:
+    """A VictoriaMetrics-style ``?extra_label=...`` in --prometheus-url reaches Prometheus with each call."""
+    recorder = _Recorder()
+    _query(recorder, url="http://vm.test:8428/prometheus?extra_label=tenant%3Da&x=1", method=method)
+    [request] = recorder.requests
+    assert request.url.path == "/prometheus/api/v1/query"
+    assert request.url.params.get_list("extra_label") == ["tenant=a"] and request.url.params["x"] == "1"
+    sent = request.url.params if method == "GET" else httpx.QueryParams(request.content.decode())
+    assert sent["query"] == "up"
+
+
+def test_an_authorization_header_flag_wins_over_the_token_file(tmp_path: Path) -> None:
+    """As prometheus-adapter's bearer round tripper: a request that already has Authorization keeps it."""
+    token = tmp_path / "token"
+    token.write_text("from-file")
+    recorder = _Recorder()
+    _query(recorder, bearer_token_file=str(token), headers=prometheus_headers(["Authorization=Basic dTpw"]))
+    _query(recorder, bearer_token_file=str(token))
+    assert [r.headers.get_list("authorization") for r in recorder.requests] == [["Basic dTpw"], ["Bearer from-file"]]
+
+
 def test_series_sends_match_time_window_and_returns_label_sets() -> None:
     labels = [{"__name__": "up", "job": "a"}, {"__name__": "up", "job": "b"}]
     recorder = _Recorder(respond=lambda _r: _ok(labels))

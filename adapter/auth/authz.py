@@ -19,10 +19,12 @@ class AccessReviewer(Protocol):
 
 class Authorizer:
     def __init__(self, reviewer: AccessReviewer, *, always_allow_groups: Iterable[str] = (MASTERS,),
-                 ttl_s: float = DECISION_CACHE_TTL_S) -> None:
+                 ttl_s: float = DECISION_CACHE_TTL_S, denied_ttl_s: float | None = None) -> None:
+        """``ttl_s`` keeps allowed decisions, ``denied_ttl_s`` (default: the same) denied ones."""
         self._reviewer = reviewer
         self._always = frozenset(always_allow_groups)
-        self._cache: CoalescingCache[AccessResult] = CoalescingCache(lambda _: ttl_s)
+        denied = ttl_s if denied_ttl_s is None else denied_ttl_s
+        self._cache: CoalescingCache[AccessResult] = CoalescingCache(lambda r: ttl_s if r.allowed else denied)
 
     async def authorize(self, user: User, attrs: Attributes) -> tuple[AccessResult, bool]:
         """The decision and whether it was reused; raises DelegationUnavailable (callers fail closed)."""

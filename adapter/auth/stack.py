@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapter.auth.authn import Authenticator
-from adapter.auth.authz import Authorizer
+from adapter.auth.authn import TOKEN_CACHE_TTL_S, Authenticator
+from adapter.auth.authz import DECISION_CACHE_TTL_S, Authorizer
 from adapter.auth.delegated import KubeDelegate
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS, AuthMiddleware, AuthOutcome, PathMatcher
 from adapter.auth.requestheader import (
@@ -45,6 +45,9 @@ class AuthOptions:
     tolerate_lookup_failure: bool = False
     always_allow_paths: Sequence[str] = DEFAULT_ALWAYS_ALLOW_PATHS
     anonymous: bool = False
+    token_cache_ttl_s: float = TOKEN_CACHE_TTL_S  # --authentication-token-webhook-cache-ttl
+    allowed_cache_ttl_s: float = DECISION_CACHE_TTL_S  # --authorization-webhook-cache-authorized-ttl
+    denied_cache_ttl_s: float = DECISION_CACHE_TTL_S  # --authorization-webhook-cache-unauthorized-ttl
 
 
 def _read(path: str, flag: str) -> bytes:
@@ -88,8 +91,10 @@ class AuthStack:
         self.source = ClientCASource(fixed, None if options.skip_lookup else delegate,
                                      tolerate_lookup_failure=options.tolerate_lookup_failure,
                                      on_change=self._cas_changed)
-        self.authenticator = Authenticator(self.source.current, delegate, allow_anonymous=options.anonymous)
-        self.authorizer = Authorizer(delegate)
+        self.authenticator = Authenticator(self.source.current, delegate, allow_anonymous=options.anonymous,
+                                           token_ttl_s=options.token_cache_ttl_s)
+        self.authorizer = Authorizer(delegate, ttl_s=options.allowed_cache_ttl_s,
+                                     denied_ttl_s=options.denied_cache_ttl_s)
         self.always_allow = PathMatcher(options.always_allow_paths)
 
     def attach_tls(self, ctx: ssl.SSLContext) -> None:

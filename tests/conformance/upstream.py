@@ -54,6 +54,14 @@ def params(cases: Iterable[UpstreamCase]) -> list[Any]:
     return result
 
 
+def stated(phrase: str) -> str:
+    """An xfail reason quoting README, which must say ``phrase`` (whitespace-insensitive) somewhere."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    if " ".join(phrase.split()) not in text:
+        raise LookupError(f"README.md does not state: {phrase!r}")
+    return f"README: {phrase}"
+
+
 def readme_difference(phrase: str) -> str:
     """The row of README's differences table that contains ``phrase`` (it must exist, exactly once)."""
     text = README.read_text(encoding="utf-8")
