@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -155,17 +156,18 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         try:
             fields = parse_field_selector(request.query_params.get("fieldSelector", ""))
         except ValueError as exc:
-            raise ApiError(400, f"invalid fieldSelector: {exc}") from None
+            raise ApiError(400, str(exc)) from None
+        now = time.time()
         if path.resource == "nodes":
             nodes = await resource_metrics.nodes(path.name, selector)
             if path.name is not None:
-                return _json(node_metrics(nodes[0], rules.window_s))
-            return _json(metrics_list("NodeMetrics", [node_metrics(n, rules.window_s) for n in nodes
+                return _json(node_metrics(nodes[0], rules.window_s, now))
+            return _json(metrics_list("NodeMetrics", [node_metrics(n, rules.window_s, now) for n in nodes
                                                       if field_matches(fields, n.name, None)]))
         pods = await resource_metrics.pods(path.namespace, path.name, selector)
         if path.name is not None:
-            return _json(pod_metrics(pods[0], rules.window_s))
-        return _json(metrics_list("PodMetrics", [pod_metrics(p, rules.window_s) for p in pods
+            return _json(pod_metrics(pods[0], rules.window_s, now))
+        return _json(metrics_list("PodMetrics", [pod_metrics(p, rules.window_s, now) for p in pods
                                                  if field_matches(fields, p.name, p.namespace)]))
 
     for group, endpoint in ((CUSTOM_GROUP, custom), (EXTERNAL_GROUP, external), (RESOURCE_GROUP, resource)):
@@ -230,7 +232,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     async def debug_explain(request: Request, path: str) -> JSONResponse:
         q = request.query_params
         return _json(await explain(state.provider, "/" + path, q.get("labelSelector", ""),
-                                   q.get("metricLabelSelector", "")))
+                                   q.get("metricLabelSelector", ""), lambda: resource_metrics.rules))
 
     if state.auth is not None:
         auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))

@@ -446,7 +446,8 @@ def check(
 @app.command()
 def explain(
     path: Annotated[str, typer.Argument(help="API path, e.g. /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/"
-                                             "pods/*/DCGM_FI_DEV_GPU_UTIL (a ?labelSelector=... query works too).")],
+                                             "pods/*/DCGM_FI_DEV_GPU_UTIL or /apis/metrics.k8s.io/v1beta1/nodes "
+                                             "(a ?labelSelector=... query works too).")],
     prometheus_url: PromUrl,
     config: Config = None,
     label_selector: Annotated[str | None, typer.Option("--label-selector")] = None,

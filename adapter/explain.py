@@ -9,7 +9,7 @@ Used by ``gpu-adapter explain`` and ``GET /debug/explain/<API path>``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from adapter.api.paths import VERSIONS, MetricPath, parse_custom_path, parse_external_path
+from adapter.api.resource_metrics import RESOURCE_GROUP
 from adapter.api.serialise import (
     CUSTOM_GROUP,
     EXTERNAL_GROUP,
@@ -28,9 +29,11 @@ from adapter.api.serialise import (
     rfc3339,
 )
 from adapter.discovery import Discovery
+from adapter.explain_resource import explain_resource, render_resource_text
 from adapter.prometheus import PrometheusClient, PrometheusConfig, Sample
 from adapter.provider import Explanation, ObjectResolver, Provider
 from adapter.rules import Binding, RulesConfig, result_object_name
+from adapter.rules.resource_rules import ResourceRules
 from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request
 
@@ -78,8 +81,12 @@ def query_selectors(path: str) -> tuple[str, str]:
 
 
 async def explain(provider: Provider, path: str, label_selector: str = "",
-                  metric_label_selector: str = "") -> dict[str, Any]:
-    """The explanation as JSON-ready data."""
+                  metric_label_selector: str = "",
+                  resource_rules: Callable[[], ResourceRules | None] = lambda: None) -> dict[str, Any]:
+    """The explanation as JSON-ready data (``metrics.k8s.io`` paths are answered from ``resource_rules``)."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    if len(parts) >= 3 and parts[:2] == ["apis", RESOURCE_GROUP]:
+        return await explain_resource(provider, resource_rules, parts[2], "/".join(parts[3:]), label_selector)
     target = parse_api_path(path)
     request: dict[str, Any] = {"path": path.split("?", 1)[0], "group": target.group, "version": target.version,
                                "labelSelector": label_selector}
@@ -116,7 +123,7 @@ async def explain_live(prometheus: PrometheusConfig, rules: RulesConfig, path: s
         # The sample-age limit `serve` applies by default (--max-sample-age): 3 scrape intervals.
         provider = Provider(client, lambda: discovery.catalogue, resolver,
                             max_sample_age=lambda: discovery.default_max_sample_age_s)
-        return await explain(provider, path, label_selector, metric_label_selector)
+        return await explain(provider, path, label_selector, metric_label_selector, lambda: rules.resource_rules)
     finally:
         await client.aclose()
 
@@ -170,6 +177,9 @@ def prometheus_value(value: float) -> str:
 
 def render_text(console: Console, report: dict[str, Any]) -> None:
     """The explanation for a terminal."""
+    if report["request"]["group"] == RESOURCE_GROUP:
+        render_resource_text(console, report)
+        return
     req = report["request"]
     p = console.print
     p(f"[bold]Request[/bold]  GET {escape(req['path'])}")

@@ -12,8 +12,8 @@ import collections
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
@@ -471,7 +471,8 @@ class ResourceMetrics:
         if name is not None and not found:
             raise ApiError(404, f'nodemetrics.metrics.k8s.io "{name}" not found',
                            {"name": name, "group": "metrics.k8s.io", "kind": "nodes"})
-        return found
+        labels = await self._labels(NODE, None, [n.name for n in found])
+        return [replace(n, labels=labels[n.name]) if n.name in labels else n for n in found]
 
     async def pods(self, namespace: str | None, name: str | None, label_selector: str = "") -> list[PodUsage]:
         rules = self._require()
@@ -504,7 +505,18 @@ class ResourceMetrics:
         if name is not None and not pods:
             raise ApiError(404, f'podmetrics.metrics.k8s.io "{namespace}/{name}" not found',
                            {"name": name, "group": "metrics.k8s.io", "kind": "pods"})
-        return pods
+        by_namespace: dict[str, list[str]] = {}
+        for pod in pods:
+            by_namespace.setdefault(pod.namespace, []).append(pod.name)
+        labels = {(ns, n): found for ns, names_in_ns in by_namespace.items()
+                  for n, found in (await self._labels(POD, ns, names_in_ns)).items()}
+        return [replace(p, labels=labels[(p.namespace, p.name)]) if (p.namespace, p.name) in labels else p
+                for p in pods]
+
+    async def _labels(self, gr: GroupResource, namespace: str | None, names: list[str]) -> dict[str, Mapping[str, str]]:
+        """The objects' labels where the resolver knows them (the Kubernetes API's cache, a standalone file)."""
+        lookup = getattr(self._provider._resolver, "labels", None)
+        return await lookup(gr, namespace, names) if lookup is not None and names else {}
 
     def _require(self) -> ResourceRules:
         rules = self._rules()

@@ -106,6 +106,14 @@ class StandaloneObjects:
             log.error("standalone objects file refused, keeping the last good one: %s", message)
         self._error = message
 
+    async def labels(self, group_resource: GroupResource, namespace: str | None,
+                     names: list[str]) -> dict[str, Mapping[str, str]]:
+        """The labels of the named objects the file lists."""
+        self.load()
+        wanted = set(names)
+        return {o.name: o.labels for o in (self._objects or {}).get(group_resource, ())
+                if o.namespace == namespace and o.name in wanted}
+
     async def names(self, group_resource: GroupResource, namespace: str | None,
                     selector: tuple[Requirement, ...]) -> list[str] | None:
         self.load()

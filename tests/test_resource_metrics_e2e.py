@@ -3,6 +3,7 @@ node-exporter-shaped gauges (gauges, so the figures are exact without waiting fo
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -165,7 +166,8 @@ def test_field_selectors(adapter: AdapterProcess) -> None:
     body = get(adapter, f"{BASE}/nodes", fieldSelector="metadata.name=node-a")
     assert set(usage(body)) == {(None, "node-a")}
     status = get(adapter, f"{BASE}/pods", 400, fieldSelector="spec.nodeName=node-a")
-    assert "field label not supported: spec.nodeName" in status["message"]
+    assert status["message"] == '"spec.nodeName" is not a known field selector: only "metadata.name", ' \
+                                '"metadata.namespace"' and status["reason"] == "BadRequest"
 
 
 def test_timestamps_are_the_earliest_sample_of_the_object() -> None:
@@ -210,3 +212,47 @@ def test_subject_access_review_attributes(path: str, verb: str, resource: str, n
     assert isinstance(attrs, ResourceAttributes)
     assert (attrs.verb, attrs.group, attrs.version, attrs.resource, attrs.namespace, attrs.name) == (
         verb, "metrics.k8s.io", "v1beta1", resource, namespace, name)
+
+
+def _explain(prometheus: PrometheusServer, tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    return subprocess.run([sys.executable, "-m", "adapter", "explain", "--prometheus-url", prometheus.url,
+                           "--config", str(rules), *args], capture_output=True, text=True, timeout=60)
+
+
+def test_explain_shows_each_resource_query_its_samples_and_the_items(adapter: AdapterProcess,
+                                                                     prometheus: PrometheusServer, tmp_path) -> None:
+    done = _explain(prometheus, tmp_path, "-o", "json", f"{BASE}/namespaces/ml/pods")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    cpu, memory = report["queries"]
+    assert cpu["rule"] == "resourceRules.cpu.containerQuery" and 'namespace="ml"' in cpu["promql"]
+    assert memory["rule"] == "resourceRules.memory.containerQuery"
+    by_object = {s["object"]: s for s in cpu["samples"]}
+    assert by_object["ml/infer-0 main"]["used"] and by_object["ml/infer-1 main"]["used"]
+    # no-memory has a cpu sample but no memory one: left out, and the report says why
+    assert not by_object["ml/no-memory main"]["used"]
+    assert "cpu and memory are both needed" in by_object["ml/no-memory main"]["unused"]
+    api = adapter.get(f"{BASE}/namespaces/ml/pods").json()["items"]
+
+    def comparable(items: list[dict]) -> list[dict]:
+        return [{k: v for k, v in i.items() if k != "metadata"} | {"name": i["metadata"]["name"]} for i in items]
+
+    assert comparable(report["items"]) == comparable(api)
+    assert report["objects"]["withValues"] == ["ml/infer-0", "ml/infer-1"]
+    text = _explain(prometheus, tmp_path, f"{BASE}/nodes/node-c")
+    assert text.returncode == 0, text.stderr
+    flat = " ".join(text.stdout.split())
+    assert "resourceRules.memory.nodeQuery" in flat and 'node_mem{instance="node-c"}' in flat
+    assert 'Answer 404 NotFound: nodemetrics.metrics.k8s.io "node-c" not found' in flat
+
+
+def test_explain_through_the_debug_endpoint_matches_the_api(adapter: AdapterProcess) -> None:
+    report = adapter.get(f"/debug/explain{BASE}/nodes").json()
+    assert [i["metadata"]["name"] for i in report["items"]] == ["node-a", "node-b"]
+    assert [i["usage"] for i in report["items"]] == [i["usage"] for i in adapter.get(f"{BASE}/nodes").json()["items"]]
+    node_c = [s for s in report["queries"][0]["samples"] if s["object"] == "node-c"]
+    assert node_c and not node_c[0]["used"]
+    bad = adapter.get(f"/debug/explain{BASE}/namespaces/ml/deployments")
+    assert bad.status_code == 400 and "explain needs a metrics request path" in bad.json()["message"]

@@ -4,8 +4,10 @@ and pods kubectl and the adapter's label-selector resolver read)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
@@ -23,7 +25,7 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str
     tmp = tmp_path_factory.mktemp("kubectl-top")
     kube = FakeKube()
     for name, cpu, memory in (("node-a", "4", "16Gi"), ("node-b", "2", "8Gi")):
-        obj = node(name)
+        obj = node(name, {"kubernetes.io/hostname": name, "pool": "gpu" if name == "node-a" else "cpu"})
         obj["status"] = {"allocatable": {"cpu": cpu, "memory": memory}, "capacity": {"cpu": cpu, "memory": memory}}
         kube.put("", "v1", "nodes", obj)
     for ns, name, app in (("ml", "infer-0", "infer"), ("ml", "infer-1", "batch"), ("other", "x-0", "x")):
@@ -84,3 +86,37 @@ def test_missing_pod_is_an_error(kubectl: tuple) -> None:
                           timeout=30)
     assert done.returncode != 0 and 'podmetrics.metrics.k8s.io "ml/gone" not found' in done.stderr
 
+
+
+def _raw(kubectl: list[str], path: str) -> dict:
+    done = subprocess.run([*kubectl, "get", "--raw", path], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_items_carry_the_objects_labels_and_the_answer_time(kubectl: tuple) -> None:
+    """As metrics-server (pkg/storage/pod.go, node.go) and prometheus-adapter (pkg/resourceprovider): an item's
+    metadata holds the object's labels, and its creationTimestamp is when the answer was made."""
+    before = datetime.now(UTC).replace(microsecond=0)
+    pods = _raw(kubectl[0], "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods")["items"]
+    assert {p["metadata"]["name"]: p["metadata"]["labels"] for p in pods} == {
+        "infer-0": {"app": "infer"}, "infer-1": {"app": "batch"}}
+    nodes = _raw(kubectl[0], "/apis/metrics.k8s.io/v1beta1/nodes")["items"]
+    assert {n["metadata"]["name"]: n["metadata"]["labels"]["pool"] for n in nodes} == {"node-a": "gpu",
+                                                                                        "node-b": "cpu"}
+    one = _raw(kubectl[0], "/apis/metrics.k8s.io/v1beta1/namespaces/other/pods/x-0")
+    assert one["metadata"]["labels"] == {"app": "x"}
+    for item in (*pods, *nodes, one):
+        made = datetime.fromisoformat(item["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        assert before <= made <= datetime.now(UTC)
+
+
+def test_a_field_selector_on_spec_node_name_is_refused_as_metrics_server_refuses_it(kubectl: tuple) -> None:
+    """metrics-server registers no field labels of its own, so the generic API server's default conversion
+    refuses every field but metadata.name and metadata.namespace with this message (a 400)."""
+    done = subprocess.run([*kubectl[0], "top", "pods", "-A", "--field-selector", "spec.nodeName=node-a"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert '"spec.nodeName" is not a known field selector: only "metadata.name", "metadata.namespace"' in done.stderr
+    rows = top(kubectl[0], "pods", "-A", "--field-selector", "metadata.namespace=other")
+    assert rows[1:] == [["other", "x-0", "100m", "0Mi"]]

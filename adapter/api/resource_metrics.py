@@ -7,8 +7,9 @@ Quantities as metrics-server writes them: cpu from nanocores in canonical Decima
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -51,6 +52,7 @@ class Usage:
 class NodeUsage:
     name: str
     usage: Usage
+    labels: Mapping[str, str] = field(default_factory=dict)  # the Node's, as metrics-server copies them
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class PodUsage:
     namespace: str
     name: str
     containers: tuple[tuple[str, Usage], ...]  # by container name
+    labels: Mapping[str, str] = field(default_factory=dict)  # the Pod's, as metrics-server copies them
 
     @property
     def timestamp(self) -> float:
@@ -77,23 +80,26 @@ def _window(window_s: float) -> str:
     return sec_text
 
 
-def _meta(name: str, namespace: str | None, labels: dict[str, str] | None) -> dict[str, Any]:
+def _meta(name: str, namespace: str | None, labels: Mapping[str, str], now: float | None) -> dict[str, Any]:
+    """metrics-server's (and prometheus-adapter's) object metadata: the object's labels, and the time of the
+    answer as ``creationTimestamp`` (these objects are made per request)."""
     meta: dict[str, Any] = {"name": name}
     if namespace is not None:
         meta["namespace"] = namespace
-    meta["creationTimestamp"] = None
+    meta["creationTimestamp"] = rfc3339(time.time() if now is None else now)
     if labels:
-        meta["labels"] = labels
+        meta["labels"] = dict(labels)
     return meta
 
 
-def node_metrics(node: NodeUsage, window_s: float, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"kind": "NodeMetrics", "apiVersion": GROUP_VERSION, "metadata": _meta(node.name, None, labels),
+def node_metrics(node: NodeUsage, window_s: float, now: float | None = None) -> dict[str, Any]:
+    return {"kind": "NodeMetrics", "apiVersion": GROUP_VERSION, "metadata": _meta(node.name, None, node.labels, now),
             "timestamp": rfc3339(node.usage.timestamp), "window": _window(window_s), "usage": node.usage.body()}
 
 
-def pod_metrics(pod: PodUsage, window_s: float, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"kind": "PodMetrics", "apiVersion": GROUP_VERSION, "metadata": _meta(pod.name, pod.namespace, labels),
+def pod_metrics(pod: PodUsage, window_s: float, now: float | None = None) -> dict[str, Any]:
+    return {"kind": "PodMetrics", "apiVersion": GROUP_VERSION,
+            "metadata": _meta(pod.name, pod.namespace, pod.labels, now),
             "timestamp": rfc3339(pod.timestamp), "window": _window(window_s),
             "containers": [{"name": name, "usage": usage.body()} for name, usage in pod.containers]}
 
@@ -145,8 +151,8 @@ def _field_term(term: str) -> tuple[str, bool, str]:
     if op is None:
         raise ValueError(f"invalid field selector term {term!r}")
     field, value = (s.strip() for s in term.split(op, 1))
-    if field not in _FIELDS:
-        raise ValueError(f"field label not supported: {field} (supported: {', '.join(_FIELDS)})")
+    if field not in _FIELDS:  # the generic API server's words for a type without its own field labels
+        raise ValueError(f'"{field}" is not a known field selector: only "metadata.name", "metadata.namespace"')
     return field, op != "!=", value
 
 

@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -92,6 +92,9 @@ class MetadataCache:
     def names(self, namespace: str | None, selector: tuple[Requirement, ...] = ()) -> list[str]:
         """Sorted names in ``namespace`` (``None`` for cluster-scoped resources); an empty selector selects all."""
         return self._store.names(namespace, selector)
+
+    def labels(self, namespace: str | None, name: str) -> Mapping[str, str] | None:
+        return self._store.labels(namespace, name)
 
     def namespaced_names(self, selector: tuple[Requirement, ...] = ()) -> list[tuple[str, str]]:
         """(namespace, name) of the selected namespaced objects in every namespace, sorted."""

@@ -120,6 +120,11 @@ class MetadataStore:
                 _index_add(self._index, namespace, name, {k: v for k, v in labels.items() if old.get(k) != v})
             names[name] = labels
 
+    def labels(self, namespace: str | None, name: str) -> Labels | None:
+        """The labels of one object as last seen; ``None`` when the store does not hold it."""
+        with self._lock:
+            return self._by_namespace.get(namespace or _CLUSTER, {}).get(name)
+
     def namespaces(self) -> list[str]:
         """The namespaces that hold objects, sorted (``""`` for cluster-scoped ones)."""
         with self._lock:

@@ -1,6 +1,7 @@
 """The HorizontalPodAutoscaler controller's replica computation (autoscaling/v2), as a pure model.
 
-It follows ``spec/k8s-metrics-api.md`` §5: Pods, Object and External metrics in integer milli-units, tolerance,
+It follows ``spec/k8s-metrics-api.md`` §5: Pods, Object, External and Resource (metrics.k8s.io: utilisation of
+the pods' requests, or an average value, with the cpu readiness rules) metrics in integer milli-units, tolerance,
 missing/unready pods, several metrics and their failures, then stabilisation and rate limits with or without
 ``spec.behavior``. Use it to drive a simulated deployment, or to predict what a real cluster's controller will do::
 
@@ -10,8 +11,8 @@ missing/unready pods, several metrics and their failures, then stabilisation and
     seen = Observations(2, {"DCGM_FI_DEV_GPU_UTIL": PodValues.from_quantities({"pod-0": 85, "pod-1": 95})}, pods)
     decision = scaler.reconcile(now=0.0, observed=seen)   # decision.desired == 3
 
-Not modelled: Resource/ContainerResource metrics (metrics.k8s.io), selector validation, and API request errors
-beyond their message (pass a :class:`FetchError`).
+Not modelled: ContainerResource metrics, selector validation, and API request errors beyond their message (pass a
+:class:`FetchError`).
 """
 
 from loadtest.hpa.controller import ABOVE_MAX, BELOW_MIN, Autoscaler, Condition, ConditionType, Decision
@@ -35,6 +36,8 @@ from loadtest.hpa.observe import (
     PodPhase,
     PodValues,
     Reading,
+    ResourceSample,
+    ResourceUsage,
     running_pods,
 )
 from loadtest.hpa.replicas import MAX_INT32, MAX_INT64, NO_POD_METRICS, NO_PODS, MetricProposal, combine, propose
@@ -95,6 +98,8 @@ __all__ = [
     "QuantityLike",
     "Reading",
     "Recommendation",
+    "ResourceSample",
+    "ResourceUsage",
     "ScaleEvent",
     "ScalingPolicy",
     "ScalingRules",

@@ -38,6 +38,7 @@ _FAILED_REASON = {
     MetricType.PODS: "FailedGetPodsMetric",
     MetricType.OBJECT: "FailedGetObjectMetric",
     MetricType.EXTERNAL: "FailedGetExternalMetric",
+    MetricType.RESOURCE: "FailedGetResourceMetric",
 }
 _LIMIT_MESSAGE = {
     Limit.DESIRED_WITHIN_RANGE: "the desired count is within the allowed range",
@@ -144,7 +145,8 @@ class Autoscaler:
             return Decision(now, current, spec.min_replicas, reason=BELOW_MIN)
 
         tolerances = spec.tolerances(self.config.tolerance)
-        proposals = tuple(propose(m, observed.metrics.get(m.key), observed, tolerances) for m in spec.metrics)
+        proposals = tuple(propose(m, observed.metrics.get(m.key), observed, tolerances, now, self.config)
+                          for m in spec.metrics)
         combined = combine(proposals, current)
         if combined.replicas is None or combined.metric is None:
             failure = combined.first_failure

@@ -6,9 +6,12 @@ constructors take the metrics API's Quantity strings (or plain numbers in units)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from loadtest.hpa.spec import QuantityLike, milli
 
@@ -21,6 +24,8 @@ __all__ = [
     "PodPhase",
     "PodValues",
     "Reading",
+    "ResourceSample",
+    "ResourceUsage",
     "running_pods",
 ]
 
@@ -37,14 +42,32 @@ class PodPhase(StrEnum):
 class Pod:
     """A pod matching the target's selector.
 
-    ``ready`` is the Ready condition; for custom metrics it only matters to Object/External ``Value`` targets,
-    which multiply by the count of Running and Ready pods. ``deleting`` means a deletionTimestamp is set.
+    ``ready`` is the Ready condition (``None``: the pod has none); for custom metrics it only matters to
+    Object/External ``Value`` targets, which multiply by the count of Running and Ready pods. ``deleting`` means a
+    deletionTimestamp is set. The rest is read by Resource metrics only: ``start_time`` (``status.startTime``,
+    ``None`` when unset), ``ready_since`` (the Ready condition's lastTransitionTime) for cpu readiness, and each
+    container's ``requests`` in milli-units, by resource.
     """
 
     name: str
     phase: PodPhase = PodPhase.RUNNING
-    ready: bool = True
+    ready: bool | None = True
     deleting: bool = False
+    start_time: float | None = 0.0
+    ready_since: float = 0.0
+    containers: tuple[tuple[str, Mapping[str, int]], ...] = ()
+
+    @classmethod
+    def from_manifest(cls, obj: Mapping[str, Any]) -> Pod:
+        """From a Pod's JSON as the API returns it (the fields the controller reads)."""
+        status = obj.get("status") or {}
+        ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
+        containers = tuple((c["name"], {r: milli(q) for r, q in ((c.get("resources") or {}).get("requests") or {})
+                                        .items()}) for c in (obj.get("spec") or {}).get("containers") or ())
+        return cls(obj["metadata"]["name"], PodPhase(status.get("phase", "Pending")),
+                   None if ready is None else ready.get("status") == "True",
+                   bool(obj["metadata"].get("deletionTimestamp")), _seconds(status.get("startTime")),
+                   _seconds(ready.get("lastTransitionTime")) or 0.0 if ready else 0.0, containers)
 
 
 def running_pods(count: int, prefix: str = "pod") -> tuple[Pod, ...]:
@@ -92,7 +115,51 @@ class FetchError:
     message: str
 
 
-Reading = PodValues | ObjectValue | ExternalValues | FetchError
+@dataclass(frozen=True)
+class ResourceSample:
+    """One pod's usage of a resource from ``metrics.k8s.io``: summed over its containers, with the item's
+    ``timestamp`` and ``window`` (seconds), which the cpu readiness rules compare with the pod's Ready time."""
+
+    milli: int
+    timestamp: float = 0.0
+    window_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    """A Resource metric: what ``PodMetricsList`` says each pod uses, by pod name."""
+
+    by_pod: Mapping[str, ResourceSample]
+
+    @classmethod
+    def from_pod_metrics(cls, pod_metrics_list: Mapping[str, Any], resource: str) -> ResourceUsage:
+        """The controller's reading of a ``PodMetricsList``: per pod, the sum of its containers' ``usage`` (a
+        container without that resource makes the pod's value missing, as metrics-server's client skips it)."""
+        found: dict[str, ResourceSample] = {}
+        for item in pod_metrics_list["items"]:
+            usage = [c["usage"].get(resource) for c in item["containers"]]
+            if not usage or any(u is None for u in usage):
+                continue
+            found[item["metadata"]["name"]] = ResourceSample(
+                sum(milli(u) for u in usage), _seconds(item.get("timestamp")) or 0.0,
+                _go_duration(item.get("window") or "1m"))
+        return cls(found)
+
+
+def _seconds(rfc3339: str | None) -> float | None:
+    return None if not rfc3339 else datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
+_GO_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _go_duration(text: str) -> float:
+    """metav1.Duration as the metrics API writes it (``30s``, ``5m0s``, ``1h0m0s``)."""
+    return sum(float(n) * _GO_UNIT[u] for n, u in _GO_DURATION.findall(text))
+
+
+Reading = PodValues | ObjectValue | ExternalValues | ResourceUsage | FetchError
 
 
 @dataclass(frozen=True)

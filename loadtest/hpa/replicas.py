@@ -7,7 +7,7 @@ a float, then divided), so results agree with it at the tolerance edges.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -20,8 +20,10 @@ from loadtest.hpa.observe import (
     PodPhase,
     PodValues,
     Reading,
+    ResourceSample,
+    ResourceUsage,
 )
-from loadtest.hpa.spec import MetricSpec, MetricType, TargetType, Tolerances
+from loadtest.hpa.spec import ControllerConfig, MetricSpec, MetricType, TargetType, Tolerances
 
 __all__ = [
     "MAX_INT32",
@@ -41,6 +43,7 @@ MIN_INT64 = -(2**63)
 
 NO_PODS = "no pods returned by selector while calculating replica count"
 NO_POD_METRICS = "did not receive metrics for targeted pods (pods might be unready)"
+NO_MATCHING_METRICS = "no metrics returned matched known pods"
 
 
 class _MetricFailed(Exception):
@@ -60,20 +63,30 @@ class MetricProposal:
     current_milli: int | None = None
     ratio: float | None = None
     error: str | None = None
+    utilization: int | None = None  # Resource Utilization targets: status ... current.averageUtilization
 
 
 def propose(
-    metric: MetricSpec, reading: Reading | None, observed: Observations, tolerances: Tolerances
+    metric: MetricSpec, reading: Reading | None, observed: Observations, tolerances: Tolerances,
+    now: float = 0.0, config: ControllerConfig | None = None,
 ) -> MetricProposal:
-    """The replica count this metric asks for, given the reading the metrics API gave for it."""
+    """The replica count this metric asks for, given the reading the metrics API gave for it. ``now`` and
+    ``config``'s cpu periods matter to Resource metrics on cpu only (which pods count as ready)."""
     try:
-        return _propose(metric, reading, observed, tolerances)
+        return _propose(metric, reading, observed, tolerances, _CpuReadiness(now, config or ControllerConfig()))
     except _MetricFailed as failure:
         return MetricProposal(metric, error=str(failure))
 
 
-def _propose(metric: MetricSpec, reading: Reading | None, observed: Observations, tol: Tolerances) -> MetricProposal:
+def _propose(metric: MetricSpec, reading: Reading | None, observed: Observations, tol: Tolerances,
+             cpu: _CpuReadiness) -> MetricProposal:
     target = metric.target_milli
+    if metric.type is MetricType.RESOURCE:
+        try:
+            return _resource_proposal(metric, reading, observed, tol, cpu)
+        except _MetricFailed as failure:  # the controller's wording (computeStatusForResourceMetricGeneric)
+            what = "utilization" if metric.target_type is TargetType.UTILIZATION else "usage"
+            raise _MetricFailed(f"failed to get {metric.name} {what}: {failure}") from None
     if reading is None or isinstance(reading, FetchError):
         detail = "no reading was observed" if reading is None else reading.message
         what = "external metric" if metric.type is MetricType.EXTERNAL else "metric"
@@ -85,6 +98,7 @@ def _propose(metric: MetricSpec, reading: Reading | None, observed: Observations
             raise _MetricFailed(f"unable to get metric {metric.name}: no metrics returned from custom metrics API")
         replicas, usage, ratio = _pods_replicas(values, observed.pods, target, observed.spec_replicas, tol)
         return MetricProposal(metric, replicas, usage, ratio)
+
 
     if metric.type is MetricType.OBJECT:
         usage = _expect(reading, ObjectValue, metric).milli
@@ -112,13 +126,34 @@ def _expect(reading: Reading, kind: type[_R], metric: MetricSpec) -> _R:
     return reading
 
 
-def _pods_replicas(
-    values: Mapping[str, int], pods: Sequence[Pod], target: int, current: int, tol: Tolerances
-) -> tuple[int, int, float]:
-    """(replicas, usage, ratio) for a Pods metric, with the missing/unready pod rules of §5.4."""
-    if not pods:
-        raise _MetricFailed(NO_PODS)
-    metrics = dict(values)
+@dataclass(frozen=True)
+class _CpuReadiness:
+    """The controller's extra readiness rules for cpu (groupPods): a pod with a sample is still unready when it
+    has no Ready condition or start time; within the cpu initialisation period after its start, when it is not
+    Ready or its sample's window began before it became Ready; after that, when it is not Ready and has never
+    been (it became unready within the initial readiness delay after its start)."""
+
+    now: float
+    config: ControllerConfig
+
+    def rule(self, resource: str, samples: Mapping[str, ResourceSample]) -> Callable[[Pod], bool] | None:
+        """``pod -> unready`` for a Resource metric on cpu; ``None`` (no extra rule) for anything else."""
+        if resource != "cpu":
+            return None
+        return lambda pod: self.unready(pod, samples[pod.name])
+
+    def unready(self, pod: Pod, sample: ResourceSample) -> bool:
+        if pod.ready is None or pod.start_time is None:
+            return True
+        if pod.start_time + self.config.cpu_initialization_period_seconds > self.now:
+            return not pod.ready or sample.timestamp < pod.ready_since + sample.window_s
+        return not pod.ready and pod.start_time + self.config.initial_readiness_delay_seconds > pod.ready_since
+
+
+def _group_pods(metrics: dict[str, int], pods: Sequence[Pod], unready_with_sample: Callable[[Pod], bool] | None
+                ) -> tuple[int, list[str], list[str]]:
+    """(ready count, unready, missing) as groupPods sorts the target's pods; the metrics of ignored (deleting,
+    Failed) and unready (Pending, or failing ``unready_with_sample``) pods are removed from ``metrics``."""
     ready_count = 0
     unready: list[str] = []
     missing: list[str] = []
@@ -130,8 +165,24 @@ def _pods_replicas(
             unready.append(pod.name)
         elif pod.name not in metrics:
             missing.append(pod.name)
+        elif unready_with_sample is not None and unready_with_sample(pod):
+            metrics.pop(pod.name)
+            unready.append(pod.name)
         else:
             ready_count += 1
+    return ready_count, unready, missing
+
+
+def _pods_replicas(
+    values: Mapping[str, int], pods: Sequence[Pod], target: int, current: int, tol: Tolerances,
+    unready_with_sample: Callable[[Pod], bool] | None = None,
+) -> tuple[int, int, float]:
+    """(replicas, usage, ratio) for a Pods metric (and a Resource AverageValue target), with the missing/unready
+    pod rules of §5.4."""
+    if not pods:
+        raise _MetricFailed(NO_PODS)
+    metrics = dict(values)
+    ready_count, unready, missing = _group_pods(metrics, pods, unready_with_sample)
     if not metrics:
         raise _MetricFailed(NO_POD_METRICS)
 
@@ -156,6 +207,82 @@ def _pods_replicas(
     if (new_ratio < 1.0 and replicas > current) or (new_ratio > 1.0 and replicas < current):
         return current, usage, ratio
     return replicas, usage, ratio
+
+
+def _resource_proposal(metric: MetricSpec, reading: Reading | None, observed: Observations, tol: Tolerances,
+                       cpu: _CpuReadiness) -> MetricProposal:
+    if reading is None or isinstance(reading, FetchError):
+        detail = "no reading was observed" if reading is None else reading.message
+        raise _MetricFailed(f"unable to get metrics for resource {metric.name}: {detail}")
+    samples = _expect(reading, ResourceUsage, metric).by_pod
+    if not samples:
+        raise _MetricFailed(f"unable to get metrics for resource {metric.name}: no metrics returned from resource "
+                            "metrics API")
+    if metric.target_type is TargetType.AVERAGE_VALUE:
+        values = {name: s.milli for name, s in samples.items()}
+        replicas, usage, ratio = _pods_replicas(values, observed.pods, metric.target_milli, observed.spec_replicas,
+                                                tol, cpu.rule(metric.name, samples))
+        return MetricProposal(metric, replicas, usage, ratio)
+    return _utilization_proposal(metric, samples, observed, tol, cpu)
+
+
+def _utilization_proposal(metric: MetricSpec, samples: Mapping[str, ResourceSample], observed: Observations,
+                          tol: Tolerances, cpu: _CpuReadiness) -> MetricProposal:
+    """A Resource Utilization target (GetResourceReplicas): ``100 * sum(usage) / sum(requests)`` over the pods
+    with both, truncated, against the target percentage; missing pods at ``max(100, target)`` % of their request
+    on the way down and idle on the way up, unready pods idle on the way up."""
+    pods, target, current = observed.pods, metric.target_milli, observed.spec_replicas
+    if not pods:
+        raise _MetricFailed(NO_PODS)
+    metrics = {name: s.milli for name, s in samples.items()}
+    ready_count, unready, missing = _group_pods(metrics, pods, cpu.rule(metric.name, samples))
+    requests = _pod_requests(pods, metric.name)
+    if not metrics:
+        raise _MetricFailed(NO_POD_METRICS)
+    ratio, utilization, average = _utilization(metrics, requests, target)
+    scale_up_with_unready = bool(unready) and ratio > 1.0
+    if not scale_up_with_unready and not missing:
+        replicas = current if tol.within(ratio) else _ceil_replicas(ratio * float(ready_count))
+        return MetricProposal(metric, replicas, average, ratio, utilization=utilization)
+    if ratio < 1.0:
+        for name in missing:
+            metrics[name] = requests[name] * max(100, target) // 100
+    elif ratio > 1.0:
+        metrics.update(dict.fromkeys(missing, 0))
+    if scale_up_with_unready:
+        metrics.update(dict.fromkeys(unready, 0))
+    new_ratio, _, _ = _utilization(metrics, requests, target)
+    flipped = (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio)
+    replicas = current
+    if not (tol.within(new_ratio) or flipped):
+        replicas = _ceil_replicas(new_ratio * float(len(metrics)))
+        if (new_ratio < 1.0 and replicas > current) or (new_ratio > 1.0 and replicas < current):
+            replicas = current
+    return MetricProposal(metric, replicas, average, ratio, utilization=utilization)
+
+
+def _pod_requests(pods: Sequence[Pod], resource: str) -> dict[str, int]:
+    """Each pod's summed container requests (calculatePodRequests); a container without one fails the metric."""
+    requests: dict[str, int] = {}
+    for pod in pods:
+        total = 0
+        for container, container_requests in pod.containers:
+            if resource not in container_requests:
+                raise _MetricFailed(f"missing request for {resource} in container {container} of Pod {pod.name}")
+            total += container_requests[resource]
+        requests[pod.name] = total
+    return requests
+
+
+def _utilization(metrics: Mapping[str, int], requests: Mapping[str, int], target: int) -> tuple[float, int, int]:
+    """(ratio, utilization %, average milli) over the pods with a request (GetResourceUtilizationRatio)."""
+    matched = [name for name in metrics if name in requests]
+    total_requests = sum(requests[n] for n in matched)
+    if total_requests == 0:
+        raise _MetricFailed(NO_MATCHING_METRICS)
+    total = sum(metrics[n] for n in matched)
+    utilization = total * 100 // total_requests
+    return float(utilization) / float(target), utilization, total // len(matched)
 
 
 def _value_replicas(ratio: float, current: int, pods: Sequence[Pod], tol: Tolerances) -> int:

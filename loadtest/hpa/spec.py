@@ -42,6 +42,8 @@ QuantityLike = str | int | float | Decimal
 DEFAULT_SYNC_PERIOD_SECONDS = 15.0  # --horizontal-pod-autoscaler-sync-period
 DEFAULT_TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
 DEFAULT_DOWNSCALE_STABILIZATION_SECONDS = 300.0  # --horizontal-pod-autoscaler-downscale-stabilization
+DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS = 300.0  # --horizontal-pod-autoscaler-cpu-initialization-period
+DEFAULT_INITIAL_READINESS_DELAY_SECONDS = 30.0  # --horizontal-pod-autoscaler-initial-readiness-delay
 MAX_POLICY_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
 
@@ -55,11 +57,13 @@ class MetricType(StrEnum):
     OBJECT = "Object"
     PODS = "Pods"
     EXTERNAL = "External"
+    RESOURCE = "Resource"
 
 
 class TargetType(StrEnum):
     VALUE = "Value"
     AVERAGE_VALUE = "AverageValue"
+    UTILIZATION = "Utilization"
 
 
 class PolicyType(StrEnum):
@@ -78,7 +82,9 @@ class MetricSpec:
     """One entry of ``spec.metrics``.
 
     ``key`` names this metric's reading in ``Observations.metrics`` (default: the metric name; set it when two
-    metrics share a name). ``described_object`` is ``"Kind/name"`` for Object metrics and empty otherwise.
+    metrics share a name). ``described_object`` is ``"Kind/name"`` for Object metrics and empty otherwise. For a
+    Resource metric ``name`` is the resource (``cpu``, ``memory``) and a Utilization target's ``target_milli`` holds
+    the percentage of the pods' requests (``averageUtilization``), not milli-units.
     """
 
     type: MetricType
@@ -95,6 +101,10 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: the target must be positive, got {self.target_milli} milli")
         if self.type is MetricType.PODS and self.target_type is not TargetType.AVERAGE_VALUE:
             raise ValueError(f"metric {self.name!r}: a Pods metric takes an AverageValue target")
+        if self.type is MetricType.RESOURCE and self.target_type is TargetType.VALUE:
+            raise ValueError(f"metric {self.name!r}: a Resource metric takes an AverageValue or Utilization target")
+        if self.target_type is TargetType.UTILIZATION and self.type is not MetricType.RESOURCE:
+            raise ValueError(f"metric {self.name!r}: only a Resource metric takes a Utilization target")
         kind, slash, obj = self.described_object.partition("/")
         if self.type is MetricType.OBJECT and not (kind and slash and obj):
             raise ValueError(f"metric {self.name!r}: an Object metric needs described_object 'Kind/name'")
@@ -104,6 +114,16 @@ class MetricSpec:
     @classmethod
     def pods(cls, name: str, average_value: QuantityLike, *, key: str = "") -> MetricSpec:
         return cls(MetricType.PODS, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)
+
+    @classmethod
+    def resource(cls, name: str, *, average_utilization: int | None = None,
+                 average_value: QuantityLike | None = None, key: str = "") -> MetricSpec:
+        """``{type: Resource, resource: {name, target: {averageUtilization | averageValue}}}``."""
+        if (average_utilization is None) == (average_value is None):
+            raise ValueError(f"metric {name!r}: give exactly one of average_utilization and average_value")
+        if average_utilization is not None:
+            return cls(MetricType.RESOURCE, name, TargetType.UTILIZATION, average_utilization, key=key)
+        return cls(MetricType.RESOURCE, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)  # type: ignore[arg-type]
 
     @classmethod
     def object(
@@ -130,6 +150,10 @@ class MetricSpec:
         """How the controller names the metric in its rescale reason, e.g. ``"pods metric X above target"``."""
         if self.type is MetricType.PODS:
             return f"pods metric {self.name}"
+        if self.type is MetricType.RESOURCE:
+            if self.target_type is TargetType.UTILIZATION:
+                return f"{self.name} resource utilization (percentage of request)"
+            return f"{self.name} resource"
         if self.type is MetricType.OBJECT:
             return f"{self.described_object.partition('/')[0]} metric {self.name}"
         return f"external metric {self.name}"
@@ -245,7 +269,7 @@ class HPASpec:
 
     def __post_init__(self) -> None:
         if not self.metrics:
-            raise ValueError("an HPA needs at least one metric (Resource metrics are not modelled)")
+            raise ValueError("an HPA needs at least one metric")
         keys = [m.key for m in self.metrics]
         if len(set(keys)) != len(keys):
             raise ValueError(f"metric keys must be unique, got {keys}; set MetricSpec.key to tell them apart")
@@ -274,6 +298,8 @@ class ControllerConfig:
     tolerance: float = DEFAULT_TOLERANCE
     downscale_stabilization_seconds: float = DEFAULT_DOWNSCALE_STABILIZATION_SECONDS
     sync_period_seconds: float = DEFAULT_SYNC_PERIOD_SECONDS
+    cpu_initialization_period_seconds: float = DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS
+    initial_readiness_delay_seconds: float = DEFAULT_INITIAL_READINESS_DELAY_SECONDS
 
     def __post_init__(self) -> None:
         if self.tolerance < 0 or self.downscale_stabilization_seconds < 0:
