@@ -222,13 +222,18 @@ class ApiPodSource:
         from kubernetes import watch
         from kubernetes.client.exceptions import ApiException
 
-        self._watch = watch.Watch()
+        class RawWatch(watch.Watch):  # events as plain JSON: the client's models validate strictly and cost CPU
+            def get_return_type(self, func: Any) -> None:
+                return None
+
+        self._watch = RawWatch()
         try:
             # timeout_seconds: the server ends the watch cleanly; the read timeout catches a silently dead peer.
-            yield from self._watch.stream(
-                self._core.list_pod_for_all_namespaces, **self._selector, resource_version=resource_version,
-                allow_watch_bookmarks=True, timeout_seconds=self._watch_timeout_s, deserialize=False,
-                _request_timeout=(self._timeout_s, self._watch_timeout_s + 30))
+            for event in self._watch.stream(
+                    self._core.list_pod_for_all_namespaces, **self._selector, resource_version=resource_version,
+                    allow_watch_bookmarks=True, timeout_seconds=self._watch_timeout_s,
+                    _request_timeout=(self._timeout_s, self._watch_timeout_s + 30)):
+                yield event
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(str(exc.reason)) from None
