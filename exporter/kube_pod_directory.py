@@ -2,9 +2,9 @@
 
 Serves two readers: ``--pod-identity-source kubernetes-api`` (pod UID / container ID -> pod, for GPU processes)
 and ``--kubernetes-enable-pod-labels`` / ``--kubernetes-enable-pod-uid`` (namespace/name -> UID and labels).
-Only pods bound to ``$NODE_NAME`` are watched (``fieldSelector=spec.nodeName=<node>``; RBAC: ``list`` and ``watch``
-on ``pods``). A collection only reads the last published tables: it never waits for the API server, and nothing
-is listed per scrape.
+Only pods bound to ``$NODE_NAME`` are watched when it is set (``fieldSelector=spec.nodeName=<node>``; RBAC:
+``list`` and ``watch`` on ``pods``). A collection only reads the last published tables: it never waits for the API
+server, and nothing is listed per scrape.
 """
 
 from __future__ import annotations
@@ -229,11 +229,10 @@ class ApiPodSource:
         self._watch = RawWatch()
         try:
             # timeout_seconds: the server ends the watch cleanly; the read timeout catches a silently dead peer.
-            for event in self._watch.stream(
-                    self._core.list_pod_for_all_namespaces, **self._selector, resource_version=resource_version,
-                    allow_watch_bookmarks=True, timeout_seconds=self._watch_timeout_s,
-                    _request_timeout=(self._timeout_s, self._watch_timeout_s + 30)):
-                yield event
+            yield from self._watch.stream(
+                self._core.list_pod_for_all_namespaces, **self._selector, resource_version=resource_version,
+                allow_watch_bookmarks=True, timeout_seconds=self._watch_timeout_s,
+                _request_timeout=(self._timeout_s, self._watch_timeout_s + 30))
         except ApiException as exc:
             if exc.status == 410:
                 raise Gone(str(exc.reason)) from None
