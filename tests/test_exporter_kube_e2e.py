@@ -86,15 +86,16 @@ def test_pod_labels_and_uid_come_from_the_watched_pod(
 def test_pod_labels_without_credentials_keep_the_exporter_running(
         tmp_path: Path, podresources_server: FakePodResourcesServer) -> None:
     podresources_server.set_pods([("infer-0", "ml", [("server", [("nvidia.com/gpu", [fake_gpu_uuid("", 0)])])])])
-    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    absent = tmp_path / "absent-kubeconfig"
     exporter = ExporterProcess(["--backend", "fake", "-k", "--pod-resources-kubelet-socket",
-                                podresources_server.socket_path, "--kubernetes-enable-pod-labels"],
-                               env={**env, "NODE_NAME": "node-a"})
+                                podresources_server.socket_path, "--kubernetes-enable-pod-labels",
+                                "--kubeconfig", str(absent)], env={"NODE_NAME": "node-a"})
     try:
         assert gpu_series(exporter, "0")["pod"] == "infer-0"  # still attributed, just without pod labels
     finally:
         log = exporter.stop()
-    assert "pod labels and UIDs will not be available: no in-cluster configuration" in log
+    assert f"pod labels and UIDs will not be available: kubeconfig {absent}: " in log
+    assert "Traceback" not in log
 
 
 CONFIGMAP_METRICS = ("# from the ConfigMap\n"
