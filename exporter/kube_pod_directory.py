@@ -147,6 +147,8 @@ class KubernetesApiDirectory:
                 self._resource_version = None  # too old: list again at once
                 continue
             except Exception as exc:  # the client raises ApiException, urllib3 and OSError variants
+                if self._stop.is_set():  # stop() cut the watch's connection
+                    return
                 self._failed(exc)
                 if self._stop.wait(delay):
                     return

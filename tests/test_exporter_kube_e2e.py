@@ -109,12 +109,20 @@ def test_configmap_data_loads_the_configmap_and_falls_back_to_the_file(tmp_path:
     counters.write_text("DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n")
     args = ["--backend", "fake", "-f", str(counters), "--kubeconfig", fake_kube.write_kubeconfig(tmp_path / "kc")]
 
-    exporter = ExporterProcess([*args, "--configmap-data", "gpu:exporter-metrics"])
+    exporter = ExporterProcess([*args, "--configmap-data", "gpu:exporter-metrics", "-c", "200"])
     try:
         assert field_names(exporter) == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"}
+        assert fake_kube.count("GET", "/api/v1/namespaces/gpu/configmaps/exporter-metrics") == 1
+        # read at start only; SIGHUP reloads, which reads the ConfigMap again (the -f file did not change)
+        fake_kube.put("", "v1", "configmaps", configmap("gpu", "exporter-metrics", {
+            "metrics": CONFIGMAP_METRICS + "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).\n"}))
+        time.sleep(1.5)
+        assert "DCGM_FI_DEV_SM_CLOCK" not in field_names(exporter)
+        exporter.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "DCGM_FI_DEV_SM_CLOCK" in field_names(exporter))
+        assert fake_kube.count("GET", "/api/v1/namespaces/gpu/configmaps/exporter-metrics") == 2
     finally:
         exporter.stop()
-    assert fake_kube.count("GET", "/api/v1/namespaces/gpu/configmaps/exporter-metrics") == 1
 
     # dcgm-exporter's environment variable; the ConfigMap does not exist: the -f file is used, said in one line
     exporter = ExporterProcess(args, env={"DCGM_EXPORTER_CONFIGMAP_DATA": "gpu:absent"})
@@ -179,9 +187,8 @@ def test_counters_file_is_reloaded_and_a_bad_rewrite_keeps_the_fields_in_use(tmp
             time.sleep(0.2)
         assert exporter.client.get("/health").status_code == 200
 
-        # SIGHUP asks for a reload at once; a fixed file is taken
+        # a fixed file is taken
         rewrite(counters, "DCGM_FI_DEV_POWER_USAGE, gauge, Power draw (in W).\n")
-        exporter.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: field_names(exporter) == {"DCGM_FI_DEV_POWER_USAGE"})
     finally:
         log = exporter.stop()
