@@ -109,10 +109,6 @@ class Collector:
     def snapshot(self) -> Snapshot:
         return self._snapshot
 
-    @property
-    def counters(self) -> tuple[Counter, ...]:
-        return self._counters_wanted
-
     def replace_counters(self, counters: Sequence[Counter]) -> None:
         """Use ``counters`` from the next collection on (switched between collections, never during one)."""
         self._counters_wanted = tuple(counters)
