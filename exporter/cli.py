@@ -18,9 +18,12 @@ import typer
 import clikit
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import CountersError, load_counters
-from exporter.kube_pod_directory import KubernetesApiDirectory
+from exporter.counters import CountersError
+from exporter.counters_source import CONFIGMAP_UNSET, CountersReloader
+from exporter.kube_client import KubeClientError
+from exporter.kube_features import KubeAccess, counters_source, pod_metadata
 from exporter.pod_directory import KubeletLogDirectory, PodDirectory
+from exporter.pod_metadata_labels import PodLabelPolicy, compile_allowlist, split_patterns
 from exporter.process_attribution import ProcessAttribution
 from exporter.procfs import ProcFs
 from exporter.server import AddressError, MetricsServer
@@ -118,6 +121,23 @@ def serve(
         help="JSON state file for the simulated GPUs, re-read at every collection.")] = None,
     fake_seed: Annotated[str, typer.Option("--fake-seed", envvar="GPU_EXPORTER_FAKE_SEED",
                                            help="Varies the simulated GPU UUIDs.")] = "",
+    kubernetes_enable_pod_labels: Annotated[bool, typer.Option(
+        "--kubernetes-enable-pod-labels", envvar="DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",
+        help="With -k: add the pod's labels (names sanitized) from the Kubernetes API.")] = False,
+    kubernetes_enable_pod_uid: Annotated[bool, typer.Option(
+        "--kubernetes-enable-pod-uid", envvar="DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",
+        help="With -k: add the pod's UID as pod_uid.")] = False,
+    kubernetes_pod_label_allowlist_regex: Annotated[list[str] | None, typer.Option(
+        "--kubernetes-pod-label-allowlist-regex", envvar="DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",
+        help="Regexes (comma-separated or repeated) a pod label key must match to be exported; none: all.")
+    ] = None,
+    configmap_data: Annotated[str, typer.Option(
+        "-m", "--configmap-data", envvar="DCGM_EXPORTER_CONFIGMAP_DATA",
+        help="<namespace>:<name> of a ConfigMap whose 'metrics' key holds the counters; -f when unreadable.")
+    ] = CONFIGMAP_UNSET,
+    kubeconfig: Annotated[str | None, typer.Option(
+        "--kubeconfig", envvar="GPU_EXPORTER_KUBECONFIG",
+        help="Kubernetes API credentials from this kubeconfig instead of the pod's service account.")] = None,
     log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DCGM_EXPORTER_LOG_FORMAT")] = LogFormat.text,
     debug: Annotated[bool, typer.Option("--debug", envvar="DCGM_EXPORTER_DEBUG")] = False,
 ) -> None:
@@ -125,7 +145,9 @@ def serve(
     setup_logging(log_format.value, debug)
     if devices not in ("f", "g", "i", "g+i"):
         raise StartupError(f"--devices {devices!r}: expected f, g, i or g+i (device ranges are not supported)")
-    counters = load_counters(_counters_path(collectors))
+    kube = KubeAccess(kubeconfig)
+    source = counters_source(_counters_path(collectors), configmap_data, kube)
+    counters = source.load()
     gpu_backend = open_backend(backend.value, fake_gpus, fake_state, fake_seed, collect_interval / 1000.0)
     pods = None
     watcher = None
@@ -133,14 +155,18 @@ def serve(
     if kubernetes:
         from exporter.podresources.client import PodResourcesWatcher
 
-        directory = pod_directory(pod_identity_source, kubelet_logs_dir)
+        directory = pod_directory(pod_identity_source, kubelet_logs_dir, kube)
         watcher = PodResourcesWatcher(pod_resources_kubelet_socket, pod_resources_refresh_interval / 1000.0)
         watcher.refresh_once()
         watcher.start()
         extra = frozenset(n.strip() for n in nvidia_resource_names.split(",") if n.strip())
         processes = ProcessAttribution(ProcFs(proc_root), directory)
+        policy = PodLabelPolicy(kubernetes_enable_pod_labels, kubernetes_enable_pod_uid,
+                                compile_allowlist(split_patterns(kubernetes_pod_label_allowlist_regex or [])))
         pods = PodAttribution(watcher.snapshot, kubernetes_gpu_id_type.value, extra,  # type: ignore[arg-type]
-                              processes)
+                              processes, pod_metadata(policy, kube, os.environ.get("NODE_NAME")))
+    elif kubernetes_enable_pod_labels or kubernetes_enable_pod_uid:
+        log.warning("--kubernetes-enable-pod-labels and --kubernetes-enable-pod-uid have no effect without -k")
     options = CollectorOptions(
         interval_s=collect_interval / 1000.0,
         device_mode=devices,  # type: ignore[arg-type]
@@ -159,16 +185,22 @@ def serve(
     collector = Collector(gpu_backend, counters, options)
     collector.start()
     server.start()
+    reloader = None
+    if source.path is not None:
+        reloader = CountersReloader(source, collector.replace_counters, counters)
+        reloader.start()
+        signal.signal(signal.SIGHUP, lambda *_: reloader.request())
     log.info("serving %d fields from the %s backend on %s every %d ms%s", len(counters), gpu_backend.name,
              address, collect_interval, " with pod labels" if kubernetes else "")
     _wait_for_signal()
     log.info("shutting down")
     server.stop()
+    if reloader is not None:
+        reloader.stop()
     collector.stop()
     if watcher is not None:
         watcher.stop()
-    if isinstance(directory, KubernetesApiDirectory):
-        directory.stop()
+    kube.stop()
     gpu_backend.close()
 
 
@@ -178,18 +210,16 @@ def _counters_path(explicit: str | None) -> str | None:
     return DCGM_DEFAULT_COUNTERS if Path(DCGM_DEFAULT_COUNTERS).is_file() else None
 
 
-def pod_directory(source: PodIdentitySource, kubelet_logs_dir: str) -> PodDirectory:
+def pod_directory(source: PodIdentitySource, kubelet_logs_dir: str, kube: KubeAccess) -> PodDirectory:
     if source is PodIdentitySource.kubelet_logs:
         return KubeletLogDirectory(kubelet_logs_dir)
     node = os.environ.get("NODE_NAME")
     if not node:
         raise StartupError("--pod-identity-source kubernetes-api needs NODE_NAME (set it from spec.nodeName)")
     try:
-        directory = KubernetesApiDirectory.in_cluster(node)
-    except Exception as exc:  # the kubernetes client raises ConfigException and OSError variants
-        raise StartupError(f"--pod-identity-source kubernetes-api: no in-cluster configuration: {exc}") from None
-    directory.start()
-    return directory
+        return kube.pod_directory(node)
+    except KubeClientError as exc:
+        raise StartupError(f"--pod-identity-source kubernetes-api: {exc}") from None
 
 
 def open_backend(name: str, fake_gpus: int, fake_state: str | None, fake_seed: str,

@@ -61,6 +61,8 @@ class PodAttribution:
     id_type: Literal["uid", "device-name"] = "uid"
     extra_resource_names: frozenset[str] = frozenset()
     processes: ProcessAttribution | None = None
+    # extra labels of a container's pod (pod labels, pod_uid) from the Kubernetes API; see exporter.pod_metadata_labels
+    metadata: Callable[[PodRef], dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ class Collector:
     def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions) -> None:
         self.backend = backend
         self.options = options
-        self._metrics = [c for c in counters if not c.field.is_label]
-        self._label_fields = sorted((c for c in counters if c.field.is_label), key=lambda c: c.name)
+        self._counters_wanted = self._counters_active = tuple(counters)
+        self._use_counters(self._counters_active)
         self._unsupported: set[tuple[tuple[int, int | None], str]] = set()
         self._entities: list[GpuEntity] = []
         self._enumerated_at = -1e18
@@ -106,6 +108,16 @@ class Collector:
     @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+    def replace_counters(self, counters: Sequence[Counter]) -> None:
+        """Use ``counters`` from the next collection on (switched between collections, never during one)."""
+        self._counters_wanted = tuple(counters)
+
+    def _use_counters(self, counters: tuple[Counter, ...]) -> None:
+        self._metrics = [c for c in counters if not c.field.is_label]
+        self._label_fields = sorted((c for c in counters if c.field.is_label), key=lambda c: c.name)
+        self._static_labels = {}
+        self._counters_active = counters
 
     def health(self) -> tuple[bool, str]:
         """(healthy, reason): unhealthy when the backend is down or collections stopped arriving."""
@@ -145,6 +157,9 @@ class Collector:
     # -- one collection ------------------------------------------------------------------------------
     def collect_once(self) -> None:
         started = time.perf_counter()
+        wanted = self._counters_wanted
+        if wanted is not self._counters_active:
+            self._use_counters(wanted)
         families = [Family(c.name, c.kind, c.help) for c in self._metrics]
         self.collections_total += 1
         try:
@@ -205,6 +220,8 @@ class Collector:
         for key, refs in index.items():
             found = pod_labels_for(refs)
             if found is not None:
+                if pods.metadata is not None:
+                    found = {**pods.metadata(refs[0]), **found}
                 labels[key] = found
         if pods.processes is None:
             return labels, {}
@@ -239,9 +256,7 @@ class Collector:
                 self._lost_gpus[entity.gpu] = str(exc)
                 continue
             healthy.setdefault(entity.gpu, True)
-            pod = pods.get(entity.key)
-            pod_labels: Labels = (
-                (("container", pod["container"]), ("namespace", pod["namespace"]), ("pod", pod["pod"])) if pod else ())
+            pod_labels = _pod_label_pairs(pods.get(entity.key), base)
             for i, value in rows:
                 extra: Labels = ()
                 if self._metrics[i].name == XID_FIELD:
@@ -354,6 +369,18 @@ class Collector:
             fam.add((), state_errors)
             fams.append(fam)
         return fams
+
+
+_POD_KEYS = ("container", "namespace", "pod")
+
+
+def _pod_label_pairs(pod: dict[str, str] | None, base: Labels) -> Labels:
+    """pod/namespace/container, then the pod's extra labels (sorted) minus any named like a label of the GPU."""
+    if not pod:
+        return ()
+    taken = {k for k, _ in base}.union(_POD_KEYS, ("err_code", "err_msg"))
+    extra = sorted((k, v) for k, v in pod.items() if k not in taken)
+    return tuple((k, pod[k]) for k in _POD_KEYS) + tuple(extra)
 
 
 def _where(entity: GpuEntity) -> str:

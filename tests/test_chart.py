@@ -95,9 +95,9 @@ def test_everything_off_renders_nothing():
 
 def test_everything_on_renders_every_resource(all_on):
     kinds = {d["kind"] for d in all_on}
-    assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "ConfigMap", "Secret",
-                     "Deployment", "Service", "PodDisruptionBudget", "APIService", "ServiceMonitor", "DaemonSet",
-                     "PrometheusRule", "NodePool", "EC2NodeClass"}
+    assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+                     "Secret", "Deployment", "Service", "PodDisruptionBudget", "APIService", "ServiceMonitor",
+                     "DaemonSet", "PrometheusRule", "NodePool", "EC2NodeClass"}
     assert {d["metadata"]["name"] for d in find(all_on, "APIService")} == {
         "v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
     assert all(d["metadata"]["labels"]["team"] == "ml-platform" for d in all_on)
@@ -130,6 +130,7 @@ def test_service_monitors_and_dashboard_can_be_turned_off():
     (["adapter.tls.mode=selfsigned"], "mode"),
     (["adapter.tls.mode=existingSecret", "adapter.tls.existingSecret=x"], "caBundle"),
     (["exporter.kubernetes.gpuIdType=uuid"], "gpuIdType"),
+    (["exporter.configMapData=exporter-metrics"], "configMapData"),
     (["adapter.prometheus.url=prometheus:9090"], "url"),
     (["karpenter.ec2NodeClass.enabled=true"], "role"),
     (["adapter.metricsRelistInterval=60"], "metricsRelistInterval"),
@@ -425,6 +426,41 @@ def test_exporter_options_runtime_class_and_shared_gpu_attribution(all_on):
     assert not [m for m in container["volumeMounts"] if not m.get("readOnly")]
     assert "--collectors=/etc/gpu-exporter/counters.csv" in container["args"]
     assert "--nvidia-resource-names=nvidia.com/gpu.shared" in container["args"]
+
+
+def test_exporter_api_features_get_their_rbac_and_a_token(default, all_on):
+    exporter = f"{RELEASE}-gpu-autoscaler-exporter"
+    # off by default: no role, no token (the kubelet's socket needs neither)
+    assert not [d for d in default if d["kind"] in ("ClusterRole", "Role") and d["metadata"]["name"] == exporter]
+    assert one(default, "ServiceAccount", exporter)["automountServiceAccountToken"] is False
+
+    pod = one(all_on, "DaemonSet")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    rendered = [a for a in args if a.startswith(("--kubernetes-enable", "--kubernetes-pod-label", "--configmap"))]
+    assert rendered == ["--kubernetes-enable-pod-labels",
+                        r"--kubernetes-pod-label-allowlist-regex=^app\.kubernetes\.io/,^team$",
+                        "--kubernetes-enable-pod-uid", "--configmap-data=gpu-operator:exporter-metrics"]
+    assert pod["automountServiceAccountToken"] is True
+    assert one(all_on, "ServiceAccount", exporter)["automountServiceAccountToken"] is True
+    subject = {"kind": "ServiceAccount", "name": exporter, "namespace": NAMESPACE}
+    pods = one(all_on, "ClusterRole", f"{exporter}-pods")
+    assert pods["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert one(all_on, "ClusterRoleBinding", f"{exporter}-pods")["subjects"] == [subject]
+    role = one(all_on, "Role", f"{exporter}-counters")
+    assert role["metadata"]["namespace"] == "gpu-operator"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["exporter-metrics"],
+                              "verbs": ["get"]}]
+    binding = one(all_on, "RoleBinding", f"{exporter}-counters")
+    assert binding["metadata"]["namespace"] == "gpu-operator" and binding["subjects"] == [subject]
+
+    # the flags without the roles (rbac.create=false); pod labels need -k, so without it nothing watches pods
+    docs = render(VALUES_SETS["all-on"], "exporter.rbac.create=false")
+    assert not [d for d in docs if d["metadata"]["name"].startswith(f"{exporter}-")
+                and d["kind"] in ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")]
+    docs = render(None, "exporter.kubernetes.enabled=false", "exporter.kubernetes.enablePodLabels=true")
+    assert not find(docs, "ClusterRole", f"{exporter}-pods")
+    assert "--kubernetes-enable-pod-labels" not in one(docs, "DaemonSet")["spec"]["template"]["spec"][
+        "containers"][0]["args"]
 
 
 def test_exporter_service_and_service_monitor(default):

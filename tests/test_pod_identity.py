@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from exporter.cgroups import CgroupPod, parse_cgroup_file, parse_cgroup_path
-from exporter.kube_pod_directory import KubernetesApiDirectory, api_pod_lister, tables_from_pod_list
+from exporter.kube_client import api_client
+from exporter.kube_pod_directory import KubernetesApiDirectory, PodTables, pod_meta
 from exporter.pod_directory import KubeletLogDirectory, PodName, parse_container_log_link, parse_pod_log_dir
 from exporter.pod_mapping import PodRef
 from exporter.procfs import NoPod, ProcFs, Visibility
 from tests.fake_node import FakeNode
+from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import pod as fake_pod
 
 UID = "3f1c2b7a-9d4e-4c1b-8a2f-0e6d5c4b3a21"
 CID = "4b5c8f0e9a1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e5d6c7b"
@@ -123,86 +123,64 @@ POD_LIST = {
 
 
 def test_pod_list_tables() -> None:
-    pods, containers = tables_from_pod_list(POD_LIST)
-    assert pods == {UID: PodName("ml", "infer-0"), "0" * 32: PodName("ml", "pending-0")}
-    assert containers == {CID: PodRef("infer-0", "ml", "server"), "a" * 64: PodRef("infer-0", "ml", "warmup")}
-    assert tables_from_pod_list({"items": None}) == ({}, {})
+    tables = PodTables.of(filter(None, map(pod_meta, POD_LIST["items"])))
+    assert {uid: (p.namespace, p.name) for uid, p in tables.by_uid.items()} == {
+        UID: ("ml", "infer-0"), "0" * 32: ("ml", "pending-0")}
+    assert tables.by_container == {CID: PodRef("infer-0", "ml", "server"),
+                                   "a" * 64: PodRef("infer-0", "ml", "warmup")}
+    assert tables.by_name[("ml", "infer-0")].uid == UID
+    assert pod_meta({"metadata": {"name": "no-uid", "namespace": "ml"}}) is None
 
 
-class FakeApiServer:
-    """Serves ``GET /api/v1/pods`` on loopback, recording the query; nothing else."""
-
-    def __init__(self) -> None:
-        self.queries: list[dict[str, list[str]]] = []
-        self.status = 200
-        self.pods = json.loads(json.dumps(POD_LIST))
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urlparse(self.path)
-                owner.queries.append(parse_qs(url.query))
-                ok = url.path == "/api/v1/pods" and owner.status == 200
-                body = json.dumps(owner.pods if ok else {"kind": "Status", "code": owner.status}).encode()
-                self.send_response(200 if ok else owner.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _on_node(node_name: str, name: str, uid: str, container_id: str, labels: dict[str, str] | None = None) -> dict:
+    obj = fake_pod("ml", name, labels, node_name=node_name, uid=uid)
+    obj["status"]["containerStatuses"] = [{"name": "server", "containerID": f"containerd://{container_id}"}]
+    return obj
 
 
-@pytest.fixture
-def api_server() -> Iterator[FakeApiServer]:
-    server = FakeApiServer()
-    yield server
-    server.close()
+def _wait(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
 
 
-def test_kubernetes_api_directory_lists_this_nodes_pods(api_server: FakeApiServer) -> None:
-    from kubernetes import client
-
-    config = client.Configuration()
-    config.host = api_server.url
-    directory = KubernetesApiDirectory("node-a", api_pod_lister(client.ApiClient(config), "node-a"))
-    assert directory.pod(UID) is None  # nothing listed yet; the miss asks the thread for a refresh
-    assert directory.refresh_once()
-    assert api_server.queries[-1]["fieldSelector"] == ["spec.nodeName=node-a"]
-    assert directory.pod(UID) == PodName("ml", "infer-0")
-    assert directory.container(CID) == PodRef("infer-0", "ml", "server")
-    api_server.status = 403
-    assert not directory.refresh_once()
-    assert directory.pod(UID) == PodName("ml", "infer-0")  # the last good list is kept
-
-
-def test_kubernetes_api_directory_refreshes_on_its_thread_when_a_lookup_misses(api_server: FakeApiServer) -> None:
-    import time
-
-    from kubernetes import client
-
-    config = client.Configuration()
-    config.host = api_server.url
-    directory = KubernetesApiDirectory("node-a", api_pod_lister(client.ApiClient(config), "node-a"),
-                                       refresh_interval_s=3600, min_refresh_gap_s=0.01)
+def test_kubernetes_api_directory_lists_then_watches_this_nodes_pods(fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.put("", "v1", "pods", _on_node("node-a", "infer-0", UID, CID, {"app": "llm"}))
+    fake_kube.put("", "v1", "pods", _on_node("node-b", "elsewhere", "1" * 32, "b" * 64))
+    directory = KubernetesApiDirectory.from_api_client(
+        api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig")), "node-a")
     directory.start()
     try:
-        assert directory.pod(UID) == PodName("ml", "infer-0")  # listed once at start
+        assert directory.synced.is_set()
+        assert directory.pod(UID) == PodName("ml", "infer-0")
+        assert directory.container(CID) == PodRef("infer-0", "ml", "server")
+        assert directory.pod("1" * 32) is None  # another node's pod is not even listed
+        lists = [r for r in fake_kube.received if r.path == "/api/v1/pods"]
+        assert {r.query["fieldSelector"] for r in lists} == {"spec.nodeName=node-a"}
+
+        # a new pod, a label change and a deletion arrive through the watch, with no further list
         new_uid = "9" * 32
-        api_server.pods["items"].append({"metadata": {"name": "late", "namespace": "ml", "uid": new_uid}})
-        deadline = time.monotonic() + 10
-        while directory.pod(new_uid) is None:  # each miss asks for a refresh; the hourly one is far away
-            assert time.monotonic() < deadline, "no refresh after a miss"
-            time.sleep(0.02)
-        assert directory.pod(new_uid) == PodName("ml", "late")
+        fake_kube.put("", "v1", "pods", _on_node("node-a", "late", new_uid, "c" * 64))
+        _wait(lambda: directory.pod(new_uid) == PodName("ml", "late"))
+        fake_kube.put("", "v1", "pods", _on_node("node-a", "infer-0", UID, CID, {"app": "llm", "tier": "gold"}))
+        _wait(lambda: directory.by_name("ml", "infer-0").labels.get("tier") == "gold")  # type: ignore[union-attr]
+        fake_kube.delete("", "v1", "pods", "ml", "late")
+        _wait(lambda: directory.pod(new_uid) is None)
+        assert fake_kube.count("GET", "/api/v1/pods", watch=False) == 1
+
+        # the watch expires (410): the directory lists again and keeps up
+        fake_kube.compact()
+        fake_kube.expire_watches()
+        fake_kube.put("", "v1", "pods", _on_node("node-a", "after-410", "8" * 32, "d" * 64))
+        _wait(lambda: directory.pod("8" * 32) is not None)
+        _wait(lambda: fake_kube.count("GET", "/api/v1/pods", watch=False) == 2)
+
+        # the API server goes away: the last known pods stay, and changes made meanwhile arrive after it is back
+        fake_kube.stop()
+        assert directory.pod(UID) == PodName("ml", "infer-0")
+        fake_kube.put("", "v1", "pods", _on_node("node-a", "while-down", "7" * 32, "e" * 64))
+        fake_kube.start()
+        _wait(lambda: directory.pod("7" * 32) is not None, timeout=20)
     finally:
         directory.stop()

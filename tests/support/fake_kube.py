@@ -117,11 +117,17 @@ def status(code: int, reason: str, message: str, details: Obj | None = None) -> 
 
 # -- object builders ---------------------------------------------------------------------------------------------
 
-def pod(namespace: str, name: str, labels: dict[str, str] | None = None, phase: str = "Running") -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-            "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
-            "status": {"phase": phase}}
+def pod(namespace: str, name: str, labels: dict[str, str] | None = None, phase: str = "Running", *,
+        node_name: str | None = None, uid: str | None = None) -> Obj:
+    obj: Obj = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+                "spec": {"containers": [{"name": "main", "image": "registry.example/app:1"}]},
+                "status": {"phase": phase}}
+    if node_name is not None:
+        obj["spec"]["nodeName"] = node_name
+    if uid is not None:
+        obj["metadata"]["uid"] = uid
+    return obj
 
 
 def node(name: str, labels: dict[str, str] | None = None) -> Obj:
@@ -150,19 +156,24 @@ def configmap(namespace: str, name: str, data: dict[str, str]) -> Obj:
 
 # -- request filters ---------------------------------------------------------------------------------------------
 
-def _field_filter(text: str) -> Callable[[Obj], bool]:
-    """``metadata.name`` / ``metadata.namespace`` with ``=``, ``==``, ``!=`` (what clients use on these objects)."""
-    checks: list[tuple[str, bool, str]] = []
+_POD_FIELDS = ("spec.nodeName", "status.phase")  # of the pod field labels a real API server accepts
+
+
+def _field_filter(text: str, resource: str = "") -> Callable[[Obj], bool]:
+    """``metadata.name`` / ``metadata.namespace`` (and for pods ``spec.nodeName`` / ``status.phase``) with ``=``,
+    ``==``, ``!=`` (what clients use on these objects)."""
+    allowed = ("metadata.name", "metadata.namespace", *(_POD_FIELDS if resource == "pods" else ()))
+    checks: list[tuple[tuple[str, str], bool, str]] = []
     for term in filter(None, (t.strip() for t in text.split(","))):
         negate = "!=" in term
         key, _, value = term.partition("!=" if negate else "==" if "==" in term else "=")
-        if key not in ("metadata.name", "metadata.namespace"):
+        if key not in allowed:
             raise SelectorError(f'field label not supported: "{key}"')
-        checks.append((key.split(".")[1], negate, value))
+        section, _, name = key.partition(".")
+        checks.append(((section, name), negate, value))
 
     def accept(obj: Obj) -> bool:
-        meta = obj.get("metadata", {})
-        return all((meta.get(k, "") == v) != negate for k, negate, v in checks)
+        return all(((obj.get(section) or {}).get(name, "") == v) != negate for (section, name), negate, v in checks)
 
     return accept
 
@@ -729,7 +740,7 @@ class FakeKube:
 
 def _filter(rtype: ResourceType, ns: str | None, query: dict[str, str]) -> Callable[[Obj], bool]:
     labels = parse_selector(query.get("labelSelector", ""))
-    fields = _field_filter(query.get("fieldSelector", ""))
+    fields = _field_filter(query.get("fieldSelector", ""), rtype.resource)
 
     def accept(obj: Obj) -> bool:
         meta = obj.get("metadata", {})

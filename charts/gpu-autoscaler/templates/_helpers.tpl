@@ -40,6 +40,17 @@
 {{- end -}}
 {{- end -}}
 
+{{- /* "true" when the exporter watches the pods on its node (pod labels or UIDs with -k), else empty. */ -}}
+{{- define "gpu-autoscaler.exporter.watchesPods" -}}
+{{- $k := .Values.exporter.kubernetes -}}
+{{- if and $k.enabled (or $k.enablePodLabels $k.enablePodUid) }}true{{ end -}}
+{{- end -}}
+
+{{- /* "true" when the exporter calls the Kubernetes API at all (then it needs its service account token). */ -}}
+{{- define "gpu-autoscaler.exporter.usesApi" -}}
+{{- if or (include "gpu-autoscaler.exporter.watchesPods" .) .Values.exporter.configMapData }}true{{ end -}}
+{{- end -}}
+
 {{- define "gpu-autoscaler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
