@@ -39,7 +39,7 @@ class InFlight:
     thread: int  # ident of the worker thread making the call
 
     def describe(self, now: float) -> str:
-        return f"{self.call} has not returned for {now - self.since:.0f}s"
+        return f"backend call {self.call} has not returned for {now - self.since:.0f}s"
 
 
 class HangWatch:
@@ -106,10 +106,10 @@ class WatchedBackend(Backend):
         return self.watch.call(None, "entities", self.inner.entities, mode)
 
     def read(self, entity: GpuEntity, field: Field) -> Value:
-        return self.watch.call(entity.gpu, field.name, self.inner.read, entity, field)
+        return self.watch.call(entity.gpu, "read " + field.name, self.inner.read, entity, field)
 
     def label(self, entity: GpuEntity, field: Field) -> str:
-        return self.watch.call(entity.gpu, field.name, self.inner.label, entity, field)
+        return self.watch.call(entity.gpu, "label " + field.name, self.inner.label, entity, field)
 
     def processes(self, entity: GpuEntity) -> ProcessReport:
         return self.watch.call(entity.gpu, "processes", self.inner.processes, entity)
