@@ -248,4 +248,10 @@ def setup_logging(fmt: str, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
-    clikit.run(app, "gpu-exporter", argv, (StartupError, CountersError))
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["doctor"]:  # a subcommand beside the flag-only serve command dcgm-exporter users run
+        from exporter.doctor import app as doctor_app
+
+        clikit.run(doctor_app, "gpu-exporter doctor", args[1:], (StartupError, CountersError))
+        return
+    clikit.run(app, "gpu-exporter", args, (StartupError, CountersError))
