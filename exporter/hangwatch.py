@@ -46,7 +46,7 @@ class HangWatch:
     def __init__(self) -> None:
         self.generation = 0
         self._local = threading.local()
-        self._in_flight: dict[int, InFlight] = {}  # by thread ident
+        self._in_flight: dict[int, tuple[int | None, str, str, float]] = {}  # by thread ident; cheap tuples
         self.hung: dict[int, InFlight] = {}  # GPU index -> the call that hangs
 
     def bind(self, generation: int) -> None:
@@ -58,7 +58,11 @@ class HangWatch:
         return mine is not None and mine != self.generation
 
     def in_flight(self, thread: threading.Thread | None) -> InFlight | None:
-        return None if thread is None or thread.ident is None else self._in_flight.get(thread.ident)
+        found = None if thread is None or thread.ident is None else self._in_flight.get(thread.ident)
+        if found is None:
+            return None
+        gpu, kind, name, since = found
+        return InFlight(gpu, f"{kind} {name}".strip(), since, thread.ident)  # type: ignore[union-attr, arg-type]
 
     def abandon(self, stuck: InFlight) -> int:
         """Mark ``stuck.gpu`` hung and start a new generation; returns it for the replacement worker."""
@@ -74,9 +78,10 @@ class HangWatch:
             if stuck.thread == me:
                 self.hung.pop(gpu, None)
 
-    def call(self, gpu: int | None, what: str, fn: Callable[..., T], *args: Any) -> T:
+    def call(self, gpu: int | None, kind: str, name: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, recorded as this thread's call ``kind name`` for ``gpu`` while it runs."""
         me = threading.get_ident()
-        self._in_flight[me] = InFlight(gpu, what, time.monotonic(), me)
+        self._in_flight[me] = (gpu, kind, name, time.monotonic())
         try:
             return fn(*args)
         finally:
@@ -100,19 +105,19 @@ class WatchedBackend(Backend):
         self.inner.close()
 
     def begin_collection(self) -> None:
-        self.watch.call(None, "begin_collection", self.inner.begin_collection)
+        self.watch.call(None, "begin_collection", "", self.inner.begin_collection)
 
     def entities(self, mode: DeviceMode) -> list[GpuEntity]:
-        return self.watch.call(None, "entities", self.inner.entities, mode)
+        return self.watch.call(None, "entities", "", self.inner.entities, mode)
 
     def read(self, entity: GpuEntity, field: Field) -> Value:
-        return self.watch.call(entity.gpu, "read " + field.name, self.inner.read, entity, field)
+        return self.watch.call(entity.gpu, "read", field.name, self.inner.read, entity, field)
 
     def label(self, entity: GpuEntity, field: Field) -> str:
-        return self.watch.call(entity.gpu, "label " + field.name, self.inner.label, entity, field)
+        return self.watch.call(entity.gpu, "label", field.name, self.inner.label, entity, field)
 
     def processes(self, entity: GpuEntity) -> ProcessReport:
-        return self.watch.call(entity.gpu, "processes", self.inner.processes, entity)
+        return self.watch.call(entity.gpu, "processes", "", self.inner.processes, entity)
 
     def start_events(self) -> None:
         self.inner.start_events()
