@@ -123,16 +123,14 @@ class Collector:
     def health(self) -> tuple[bool, str]:
         """(healthy, reason): unhealthy when the backend is down, collections stopped arriving, or a GPU's
         values are no longer served because its backend call hangs."""
-        if not self.backend_up:
-            return False, self.backend_error or "backend down"
-        limit = self.options.value_age_limit_s
         now = time.monotonic()
+        stuck = self._watch.in_flight(self._worker)
+        where = "" if stuck is None else f": {self._describe(stuck.gpu)}{stuck.describe(now)}"
+        if not self.backend_up:
+            return False, (self.backend_error or "backend down") + where
+        limit = self.options.value_age_limit_s
         if self.last_success is None or time.time() - self.last_success > limit:
-            reason = f"no successful collection in the last {limit:g}s"
-            stuck = self._watch.in_flight(self._worker)
-            if stuck is not None:
-                reason += f": {self._describe(stuck.gpu)}{stuck.describe(now)}"
-            return False, reason
+            return False, f"no successful collection in the last {limit:g}s{where}"
         served = self.snapshot.read_at
         dropped = [f"{self._describe(gpu)}{stuck.describe(now)}; its values are older than {limit:g}s and no "
                    "longer served" for gpu, stuck in sorted(self._watch.hung.items()) if gpu not in served]

@@ -136,3 +136,29 @@ def test_prometheus_marks_the_hung_gpus_series_stale(tmp_path: Path,
                       timeout=15)
     finally:
         exporter.stop()
+
+
+def test_sigterm_while_nvml_hangs_still_stops_the_exporter_promptly(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    write_state(state, {"hang": True, "gpus": {"1": {"hang": True}}})
+    exporter = start(state)  # starts serving although the first collection never finishes
+    health = exporter.client.get("/health")
+    assert health.status_code == 503
+    assert health.text.startswith("no collection yet: backend call begin_collection has not returned for ")
+    asked = time.monotonic()
+    log = exporter.stop()
+    assert exporter.proc.returncode == 0, log
+    assert time.monotonic() - asked < 5  # not the 10 s SIGKILL fallback
+    assert "shutting down" in log
+
+
+def test_fake_hang_switches_are_validated() -> None:
+    import pytest
+
+    from exporter.backends.fake import FakeStateError, parse_state
+
+    assert parse_state({"hang": True, "gpus": {"1": {"hang": True}}}, "s.json", 2).gpus[1].hang
+    with pytest.raises(FakeStateError, match=r"^s\.json: hang: must be bool, got 'yes'$"):
+        parse_state({"hang": "yes"}, "s.json", 2)
+    with pytest.raises(FakeStateError, match=r"^s\.json: gpus\.0\.hang: must be bool, got 1$"):
+        parse_state({"gpus": {"0": {"hang": 1}}}, "s.json", 2)

@@ -327,10 +327,15 @@ class FakeBackend(Backend):
         if self.state_path is None:
             return
         stamp = self._stamp()
-        if stamp is not None and stamp == self._state_stamp:
-            return
+        if stamp is None or stamp != self._state_stamp:
+            self._reread(stamp)
+        if self._state.hang:
+            self._state = self._block_while(lambda state: state.hang)
+            self._state_stamp = self._stamp()
+
+    def _reread(self, stamp: tuple[int, int] | None) -> None:
         try:
-            self._state = read_state_file(self.state_path, self.gpu_count)
+            self._state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
             self._state_stamp = stamp
             self.last_state_error = None
         except FakeStateError as exc:
@@ -338,9 +343,6 @@ class FakeBackend(Backend):
             if str(exc) != self.last_state_error:
                 log.warning("keeping the last good fake state: %s", exc)
             self.last_state_error = str(exc)
-        if self._state.hang:
-            self._state = self._block_while(lambda state: state.hang)
-            self._state_stamp = self._stamp()
 
     def _block_while(self, hung: Callable[[FakeState], bool]) -> FakeState:
         """A driver call that does not return: block until a rewrite of the state file clears the condition."""
