@@ -4,12 +4,16 @@ stale), the other GPU keeps fresh values, /health says why, and everything comes
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from exporter.backends.fake import fake_gpu_uuid
+import pytest
+
+from exporter.backends.fake import FakeStateError, fake_gpu_uuid, parse_state
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.support.exporter_process import ExporterProcess
 
@@ -105,9 +109,6 @@ def test_a_collector_stuck_as_a_whole_serves_no_gpu_values_after_the_limit(tmp_p
 
 
 def test_max_value_age_below_two_intervals_is_refused(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     result = subprocess.run([sys.executable, "-m", "exporter", "--backend", "fake", "--collect-interval", "1000",
                              "--max-value-age", "1500"], capture_output=True, text=True, timeout=30)
     assert result.returncode != 0
@@ -153,10 +154,6 @@ def test_sigterm_while_nvml_hangs_still_stops_the_exporter_promptly(tmp_path: Pa
 
 
 def test_fake_hang_switches_are_validated() -> None:
-    import pytest
-
-    from exporter.backends.fake import FakeStateError, parse_state
-
     assert parse_state({"hang": True, "gpus": {"1": {"hang": True}}}, "s.json", 2).gpus[1].hang
     with pytest.raises(FakeStateError, match=r"^s\.json: hang: must be bool, got 'yes'$"):
         parse_state({"hang": "yes"}, "s.json", 2)
