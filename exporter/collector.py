@@ -125,6 +125,8 @@ class Collector:
         values are no longer served because its backend call hangs."""
         now = time.monotonic()
         stuck = self._watch.in_flight(self._worker)
+        if stuck is not None and now - stuck.since < self.options.hang_after_s:
+            stuck = None  # a call in progress, not one that hangs
         where = "" if stuck is None else f": {self._describe(stuck.gpu)}{stuck.describe(now)}"
         if not self.backend_up:
             return False, (self.backend_error or "backend down") + where
@@ -132,8 +134,8 @@ class Collector:
         if self.last_success is None or time.time() - self.last_success > limit:
             return False, f"no successful collection in the last {limit:g}s{where}"
         served = self.snapshot.read_at
-        dropped = [f"{self._describe(gpu)}{stuck.describe(now)}; its values are older than {limit:g}s and no "
-                   "longer served" for gpu, stuck in sorted(self._watch.hung.items()) if gpu not in served]
+        dropped = [f"{self._describe(gpu)}{call.describe(now)}; its values are older than {limit:g}s and no "
+                   "longer served" for gpu, call in sorted(self._watch.hung.items()) if gpu not in served]
         if dropped:
             return False, "; ".join(dropped)
         return True, "OK"
