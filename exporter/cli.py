@@ -76,6 +76,10 @@ def serve(
                                          help="Listen address, e.g. :9400 or [::]:9400.")] = ":9400",
     collect_interval: Annotated[int, typer.Option("-c", "--collect-interval", envvar="DCGM_EXPORTER_INTERVAL",
                                                   min=100, help="Sampling interval in milliseconds.")] = 1000,
+    max_value_age: Annotated[int | None, typer.Option(
+        "--max-value-age", envvar="GPU_EXPORTER_MAX_VALUE_AGE", min=1,
+        help="Milliseconds a GPU's values may age (its NVML calls hang, collections stop) before /metrics leaves "
+             "them out, so Prometheus marks the series stale. Default: max(3 collect intervals, 10000).")] = None,
     collectors: Annotated[str | None, typer.Option(
         "-f", "--collectors", envvar="DCGM_EXPORTER_COLLECTORS",
         help="dcgm-exporter counters CSV. Default: /etc/dcgm-exporter/default-counters.csv when present, "
@@ -145,6 +149,9 @@ def serve(
     setup_logging(log_format.value, debug)
     if devices not in ("f", "g", "i", "g+i"):
         raise StartupError(f"--devices {devices!r}: expected f, g, i or g+i (device ranges are not supported)")
+    if max_value_age is not None and max_value_age < 2 * collect_interval:
+        raise StartupError(f"--max-value-age {max_value_age}: must be at least twice --collect-interval "
+                           f"({collect_interval} ms), or values would vanish between collections")
     kube = KubeAccess(kubeconfig)
     source = counters_source(_counters_path(collectors), configmap_data, kube)
     counters = source.load()
@@ -174,6 +181,7 @@ def serve(
         hostname=os.environ.get("NODE_NAME") or socket.gethostname(),
         replace_blanks_in_model_name=replace_blanks_in_model_name,
         pods=pods,
+        max_value_age_s=None if max_value_age is None else max_value_age / 1000.0,
     )
     try:
         server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health(),
@@ -270,4 +278,10 @@ def setup_logging(fmt: str, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
-    clikit.run(app, "gpu-exporter", argv, (StartupError, CountersError))
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["doctor"]:  # a subcommand beside the flag-only serve command dcgm-exporter users run
+        from exporter.doctor import app as doctor_app
+
+        clikit.run(doctor_app, "gpu-exporter doctor", args[1:], (StartupError, CountersError))
+        return
+    clikit.run(app, "gpu-exporter", args, (StartupError, CountersError))

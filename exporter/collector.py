@@ -1,17 +1,19 @@
 """The sampling thread: reads every field of every entity on an interval and renders one text snapshot.
 
 ``/metrics`` only ever serves the latest complete snapshot (an immutable bytes object swapped in one
-assignment), so a scrape never waits for NVML and never sees a half-written collection.
+assignment), so a scrape never waits for NVML and never sees a half-written collection. Values never freeze:
+a scrape leaves out every GPU whose values are older than ``max_value_age_s`` (the check runs at scrape time, so
+it holds even while the sampling thread is stuck), and a GPU whose NVML call hangs is left behind by a fresh
+sampling thread (see :mod:`exporter.hangwatch`) so the other GPUs stay fresh.
 """
 
 from __future__ import annotations
 
-import gzip
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -27,8 +29,10 @@ from exporter.backends.base import (
 from exporter.counters import Counter
 from exporter.entities import GpuEntity
 from exporter.exposition import Family, Labels, labels_of, render
+from exporter.hangwatch import HangWatch, WatchedBackend, WorkerAbandoned
 from exporter.pod_mapping import EntityKey, PodRef, build_pod_index, build_share_index, pod_labels_for
 from exporter.process_attribution import ProcessAttribution, SharedGpuResult, self_metric_families
+from exporter.snapshot import Snapshot
 from exporter.xid import xid_message
 
 if TYPE_CHECKING:  # grpc costs ~12 MiB of RSS; only Kubernetes mode loads it
@@ -39,17 +43,7 @@ log = logging.getLogger("exporter.collector")
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    body: bytes
-    created: float  # unix time the collection finished
-    _gzipped: list[bytes] = field(default_factory=list, repr=False, compare=False)
-
-    def gzipped(self) -> bytes:
-        """Compressed once per snapshot, on first demand (benign race: two threads may both compress)."""
-        if not self._gzipped:
-            self._gzipped.append(gzip.compress(self.body, compresslevel=5))
-        return self._gzipped[0]
+__all__ = ["Collector", "CollectorOptions", "PodAttribution", "Snapshot"]
 
 
 @dataclass(frozen=True)
@@ -74,12 +68,27 @@ class CollectorOptions:
     replace_blanks_in_model_name: bool = False
     enumerate_every_s: float = 30.0
     pods: PodAttribution | None = None
+    max_value_age_s: float | None = None  # None: max(3 intervals, 10 s)
+
+    @property
+    def value_age_limit_s(self) -> float:
+        """How old a GPU's values may be and still be served (and collections be late before /health is 503)."""
+        if self.max_value_age_s is not None:
+            return self.max_value_age_s
+        return max(3 * self.interval_s, 10.0)
+
+    @property
+    def hang_after_s(self) -> float:
+        """How long one GPU's backend call may take before that GPU is left behind as hung."""
+        return min(max(self.interval_s, 1.0), self.value_age_limit_s / 2)
 
 
 class Collector:
     def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions) -> None:
         self.backend = backend
         self.options = options
+        self._watch = HangWatch()
+        self._calls = WatchedBackend(backend, self._watch)  # GPU-specific calls, so a hung one names its GPU
         self._counters_wanted = self._counters_active = tuple(counters)
         self._use_counters(self._counters_active)
         self._unsupported: set[tuple[tuple[int, int | None], str]] = set()
@@ -100,14 +109,18 @@ class Collector:
         self._process = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self._process)
         self._snapshot = Snapshot(b"", 0.0)
+        self._published = threading.Event()
         self.gzip_wanted = False  # set once a client asks for gzip; then each snapshot is compressed here
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
 
     # -- public ------------------------------------------------------------------------------------
     @property
     def snapshot(self) -> Snapshot:
-        return self._snapshot
+        """What /metrics serves now: the latest snapshot without the GPUs whose values are too old."""
+        snap = self._snapshot
+        return snap.without(snap.stale_gpus(time.monotonic(), self.options.value_age_limit_s))
 
     def replace_counters(self, counters: Sequence[Counter]) -> None:
         """Use ``counters`` from the next collection on (switched between collections, never during one)."""
@@ -120,39 +133,90 @@ class Collector:
         self._counters_active = counters
 
     def health(self) -> tuple[bool, str]:
-        """(healthy, reason): unhealthy when the backend is down or collections stopped arriving."""
+        """(healthy, reason): unhealthy when the backend is down, collections stopped arriving, or a GPU's
+        values are no longer served because its backend call hangs."""
+        now = time.monotonic()
+        stuck = self._watch.in_flight(self._worker)
+        if stuck is not None and now - stuck.since < self.options.hang_after_s:
+            stuck = None  # a call in progress, not one that hangs
+        where = "" if stuck is None else f": {self._describe(stuck.gpu)}{stuck.describe(now)}"
         if not self.backend_up:
-            return False, self.backend_error or "backend down"
-        stale_after = max(3 * self.options.interval_s, 10.0)
-        if self.last_success is None or time.time() - self.last_success > stale_after:
-            return False, f"no successful collection in the last {stale_after:g}s"
+            return False, (self.backend_error or "backend down") + where
+        limit = self.options.value_age_limit_s
+        if self.last_success is None or time.time() - self.last_success > limit:
+            return False, f"no successful collection in the last {limit:g}s{where}"
+        served = self.snapshot.read_at
+        dropped = [f"{self._describe(gpu)}{call.describe(now)}; its values are older than {limit:g}s and no "
+                   "longer served" for gpu, call in sorted(self._watch.hung.items()) if gpu not in served]
+        if dropped:
+            return False, "; ".join(dropped)
         return True, "OK"
 
+    def _describe(self, gpu: int | None) -> str:
+        if gpu is None:
+            return ""
+        uuid = self._known_gpus.get(gpu)
+        return f"GPU {gpu} ({uuid}): " if uuid else f"GPU {gpu}: "
+
     def start(self) -> None:
-        """Collect once synchronously (so the first scrape has data), then keep sampling on a thread."""
-        self.collect_once()
-        self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
-        self._thread.start()
+        """Sample on a worker thread, watched for hung calls; return once the first snapshot is there (or once
+        the value-age limit passed without one: /health then says why)."""
+        self._spawn(self._watch.generation)
+        self._watchdog = threading.Thread(target=self._watch_for_hangs, name="collector-watchdog", daemon=True)
+        self._watchdog.start()
+        self._published.wait(self.options.value_age_limit_s)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout=1 if self._watch.in_flight(worker) else 10)
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=5)
         self.backend.stop_events()
 
-    def _run(self) -> None:
+    def _spawn(self, generation: int) -> None:
+        self._worker = threading.Thread(target=self._run, args=(generation,), name=f"collector-{generation}",
+                                        daemon=True)
+        self._worker.start()
+
+    def _run(self, generation: int) -> None:
+        self._watch.bind(generation)
         interval = self.options.interval_s
-        next_at = time.monotonic() + interval
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
-            try:
-                self.collect_once()
-            except Exception:  # never let the sampling thread die silently
-                self.collection_errors_total += 1
-                log.exception("collection failed")
-            next_at += interval
-            now = time.monotonic()
-            if next_at < now:  # fell behind: skip missed ticks rather than bursting
-                next_at = now + interval
+        next_at = time.monotonic()
+        try:
+            while not self._stop.wait(max(0.0, next_at - time.monotonic())) and not self._watch.abandoned():
+                try:
+                    self.collect_once()
+                except WorkerAbandoned:
+                    raise
+                except Exception:  # never let the sampling thread die silently
+                    self.collection_errors_total += 1
+                    log.exception("collection failed")
+                next_at += interval
+                now = time.monotonic()
+                if next_at < now:  # fell behind: skip missed ticks rather than bursting
+                    next_at = now + interval
+        except WorkerAbandoned:
+            pass
+        if self._watch.abandoned():
+            for gpu, stuck in list(self._watch.hung.items()):
+                if stuck.thread == threading.get_ident():
+                    log.warning("%s%s returned after %.0fs; collecting it again", self._describe(gpu), stuck.call,
+                                time.monotonic() - stuck.since)
+            self._watch.release()
+
+    def _watch_for_hangs(self) -> None:
+        """Leave a GPU behind when the worker has been in one of its calls longer than the hang limit."""
+        hang_after = self.options.hang_after_s
+        while not self._stop.wait(min(0.25, hang_after / 4)):
+            stuck = self._watch.in_flight(self._worker)
+            if stuck is None or stuck.gpu is None or time.monotonic() - stuck.since < hang_after:
+                continue
+            log.error("%s%s; collecting the other GPUs without it (its last values are served until they are "
+                      "older than %gs)", self._describe(stuck.gpu), stuck.describe(time.monotonic()),
+                      self.options.value_age_limit_s)
+            self._spawn(self._watch.abandon(stuck))
 
     # -- one collection ------------------------------------------------------------------------------
     def collect_once(self) -> None:
@@ -160,10 +224,11 @@ class Collector:
         wanted = self._counters_wanted
         if wanted is not self._counters_active:
             self._use_counters(wanted)
+        read_at = time.monotonic()
         families = [Family(c.name, c.kind, c.help) for c in self._metrics]
         self.collections_total += 1
         try:
-            self.backend.begin_collection()
+            self._calls.begin_collection()
             entities = self._current_entities()
             pods, shares = self._pod_labels(entities)
             healthy = self._read_all(entities, families, pods)
@@ -180,17 +245,29 @@ class Collector:
             self.backend_up, self.backend_error = False, str(exc)
             self.collection_errors_total += 1
         # the duration covers rendering too; it is reported by the next snapshot (this one is being built)
-        body = render(families) + render(self._self_metrics(healthy)) + generate_latest(self._process).decode()
-        snapshot = Snapshot(body.encode(), time.time())
+        tail = render(self._self_metrics(healthy)) + generate_latest(self._process).decode()
+        fresh = {gpu: read_at for gpu, ok in healthy.items() if ok}
+        snapshot = Snapshot.build(families, tail, time.time(), fresh, self._carry() if self.backend_up else None)
         if self.gzip_wanted:
             snapshot.gzipped()
+        if self._watch.abandoned():
+            raise WorkerAbandoned
         self._snapshot = snapshot
+        self._published.set()
         self.last_duration_s = time.perf_counter() - started
+
+    def _carry(self) -> tuple[Snapshot, frozenset[int]]:
+        """Hung GPUs keep their last values (with their read time) until those are older than the limit."""
+        previous, limit, now = self._snapshot, self.options.value_age_limit_s, time.monotonic()
+        return previous, frozenset(gpu for gpu in list(self._watch.hung)
+                                   if gpu in previous.read_at and now - previous.read_at[gpu] <= limit)
 
     def _current_entities(self) -> list[GpuEntity]:
         now = time.monotonic()
+        if self._watch.hung and self._entities:
+            return self._entities  # enumeration touches every GPU, the hung one too
         if self._lost_gpus or now - self._enumerated_at >= self.options.enumerate_every_s:
-            self._entities = self.backend.entities(self.options.device_mode)
+            self._entities = self._calls.entities(self.options.device_mode)
             self._enumerated_at = now
             self._static_labels.clear()
             present = {e.gpu for e in self._entities}
@@ -235,15 +312,16 @@ class Collector:
         if attribution is None:
             return []
         alive = [e for e in entities if healthy.get(e.gpu, False)]
-        self._shared = attribution.collect(self.backend, alive, shares, self._base_labels)
+        self._shared = attribution.collect(self._calls, alive, shares, self._base_labels)
         return self._shared.families
 
     def _read_all(self, entities: list[GpuEntity], families: list[Family],
                   pods: dict[tuple[int, int | None], dict[str, str]]) -> dict[int, bool]:
         healthy: dict[int, bool] = dict.fromkeys(self._lost_gpus, False)
+        healthy.update(dict.fromkeys(list(self._watch.hung), False))
         lost_now: set[int] = set()
         for entity in entities:
-            if entity.gpu in lost_now:
+            if entity.gpu in lost_now or entity.gpu in self._watch.hung:
                 continue
             try:
                 rows = self._read_entity(entity)
@@ -275,7 +353,7 @@ class Collector:
             if key in self._unsupported:
                 continue
             try:
-                rows.append((i, self.backend.read(entity, counter.field)))
+                rows.append((i, self._calls.read(entity, counter.field)))
             except FieldNotSupported as exc:
                 self._unsupported.add(key)
                 log.info("%s not supported on %s: %s (omitted from now on)", counter.name, _where(entity), exc)
@@ -299,7 +377,7 @@ class Collector:
             pairs.append((opts.hostname_label, opts.hostname))
         for counter in self._label_fields:
             try:
-                pairs.append((counter.name, self.backend.label(entity, counter.field)))
+                pairs.append((counter.name, self._calls.label(entity, counter.field)))
             except (FieldNotSupported, FieldUnavailable):
                 continue
         labels = labels_of(pairs)

@@ -50,13 +50,17 @@ def format_labels(labels: Labels) -> str:
     return "{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels) + "}"
 
 
+def render_header(fam: Family) -> str:
+    return f"# HELP {fam.name} {escape_help(fam.help)}\n# TYPE {fam.name} {fam.kind}\n"
+
+
 def render(families: Iterable[Family]) -> str:
     """Render families that have samples; a family without samples is left out entirely (as dcgm-exporter does)."""
     out: list[str] = []
     for fam in families:
         if not fam.samples:
             continue
-        out.append(f"# HELP {fam.name} {escape_help(fam.help)}\n# TYPE {fam.name} {fam.kind}\n")
+        out.append(render_header(fam))
         out.extend(f"{fam.name}{format_labels(labels)} {format_value(value)}\n" for labels, value in fam.samples)
     return "".join(out)
 

@@ -13,7 +13,8 @@ State file (every key optional; a field not given keeps its idle value from the 
         "4": {"processes": [{"pid": 4242, "sm_util": 35, "fb_used_mib": 2048},
                             {"pid": 4343, "sm_util": 20, "fb_used_mib": 1024}]}
       },
-      "nvml_error": null
+      "nvml_error": null,
+      "hang": false
     }
 
 - ``lost``: the GPU behaves like NVML's GpuIsLost: its series disappear until it is back.
@@ -27,6 +28,9 @@ State file (every key optional; a field not given keeps its idle value from the 
   utilisation in percent, an integer 0-100, default 0; not allowed under MIG, where NVML has no per-process
   utilisation).
 - ``nvml_error``: a string makes the whole backend unavailable with that reason (``/health`` answers 503).
+- ``hang`` (per GPU): every read of that GPU blocks, as a hung NVML call does, until a rewrite of the file clears
+  it (the blocked call polls the file). ``hang`` at the top level: each collection blocks at its start (the whole
+  driver hung).
 
 Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
 ``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time.
@@ -67,7 +71,7 @@ from exporter.fields import FIELDS_BY_NAME, MIB, Field, Value
 log = logging.getLogger("exporter.fake")
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
-_GPU_KEYS = {"lost", "unsupported", "xid", "mig", "processes"}
+_GPU_KEYS = {"lost", "unsupported", "xid", "mig", "processes", "hang"}
 _MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid", "processes"}
 _PROCESS_KEYS = {"pid", "fb_used_mib", "sm_util"}
 _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
@@ -111,6 +115,7 @@ class _MigState:
 class _GpuState:
     values: dict[str, Value] = field(default_factory=dict)
     lost: bool = False
+    hang: bool = False
     unsupported: frozenset[str] = frozenset()
     xid: int | None = None
     mig: tuple[_MigState, ...] = ()
@@ -121,6 +126,7 @@ class _GpuState:
 class FakeState:
     gpus: dict[int, _GpuState]
     nvml_error: str | None = None
+    hang: bool = False
 
 
 def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
@@ -131,9 +137,9 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
 
     if not isinstance(data, dict):
         raise FakeStateError(f"{source}: top level must be a JSON object")
-    unknown = set(data) - {"gpus", "nvml_error"}
+    unknown = set(data) - {"gpus", "nvml_error", "hang"}
     if unknown:
-        raise fail(sorted(unknown)[0], "unknown key (expected 'gpus', 'nvml_error')")
+        raise fail(sorted(unknown)[0], "unknown key (expected 'gpus', 'nvml_error', 'hang')")
     nvml_error = data.get("nvml_error")
     if nvml_error is not None and not isinstance(nvml_error, str):
         raise fail("nvml_error", "must be a string or null")
@@ -157,6 +163,7 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
         gpus[index] = _GpuState(
             values=values,
             lost=_typed(doc, "lost", bool, False, where, fail),
+            hang=_typed(doc, "hang", bool, False, where, fail),
             unsupported=_unsupported(doc, where, fail),
             xid=_typed(doc, "xid", int, None, where, fail),
             mig=tuple(_parse_mig(m, f"{where}.mig[{i}]", fail) for i, m in enumerate(migs)),
@@ -165,7 +172,10 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
         ids = [m.gpu_instance_id for m in gpus[index].mig]
         if len(ids) != len(set(ids)):
             raise fail(f"{where}.mig", "gpu_instance_id values must be unique")
-    return FakeState(gpus=gpus, nvml_error=nvml_error)
+    hang = data.get("hang", False)
+    if not isinstance(hang, bool):
+        raise fail("hang", f"must be bool, got {hang!r}")
+    return FakeState(gpus=gpus, nvml_error=nvml_error, hang=hang)
 
 
 def _parse_mig(doc: Any, where: str, fail: Callable[[str, str], FakeStateError]) -> _MigState:
@@ -317,10 +327,15 @@ class FakeBackend(Backend):
         if self.state_path is None:
             return
         stamp = self._stamp()
-        if stamp is not None and stamp == self._state_stamp:
-            return
+        if stamp is None or stamp != self._state_stamp:
+            self._reread(stamp)
+        if self._state.hang:
+            self._state = self._block_while(lambda state: state.hang)
+            self._state_stamp = self._stamp()
+
+    def _reread(self, stamp: tuple[int, int] | None) -> None:
         try:
-            self._state = read_state_file(self.state_path, self.gpu_count)
+            self._state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
             self._state_stamp = stamp
             self.last_state_error = None
         except FakeStateError as exc:
@@ -328,6 +343,19 @@ class FakeBackend(Backend):
             if str(exc) != self.last_state_error:
                 log.warning("keeping the last good fake state: %s", exc)
             self.last_state_error = str(exc)
+
+    def _block_while(self, hung: Callable[[FakeState], bool]) -> FakeState:
+        """A driver call that does not return: block until a rewrite of the state file clears the condition."""
+        state = self._state
+        while hung(state):
+            time.sleep(0.05)
+            with contextlib.suppress(FakeStateError):
+                state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
+        return state
+
+    def _unless_hung(self, index: int) -> None:
+        if self._gpu(index).hang:
+            self._block_while(lambda state: (state.gpus.get(index) or _GpuState()).hang)
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -369,6 +397,7 @@ class FakeBackend(Backend):
     def read(self, entity: GpuEntity, field: Field) -> Value:
         if self._state.nvml_error:
             raise BackendUnavailable(self._state.nvml_error)
+        self._unless_hung(entity.gpu)
         gpu = self._gpu(entity.gpu)
         if gpu.lost:
             raise DeviceLost("GPU is lost (simulated)")
@@ -420,6 +449,7 @@ class FakeBackend(Backend):
         """The simulated processes: a GPU instance's own, or a GPU's (with its instances' on a MIG GPU)."""
         if self._state.nvml_error:
             raise BackendUnavailable(self._state.nvml_error)
+        self._unless_hung(entity.gpu)
         gpu = self._gpu(entity.gpu)
         if gpu.lost:
             raise DeviceLost("GPU is lost (simulated)")
@@ -432,6 +462,7 @@ class FakeBackend(Backend):
                                    for p in procs), utilisation)
 
     def label(self, entity: GpuEntity, field: Field) -> str:
+        self._unless_hung(entity.gpu)
         if field.name == "DCGM_FI_DRIVER_VERSION":
             return self.driver_version
         if field.name == "DCGM_FI_NVML_VERSION":
