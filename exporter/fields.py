@@ -112,6 +112,10 @@ def _inforom(kind: str) -> NvmlReader:
     return lambda c: _str(c.nv.nvmlDeviceGetInforomVersion(c.gpu, getattr(c.nv, kind)))
 
 
+def _temperature_threshold(kind: str) -> NvmlReader:
+    return lambda c: c.nv.nvmlDeviceGetTemperatureThreshold(c.gpu, getattr(c.nv, kind))
+
+
 def _str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -202,6 +206,45 @@ FIELDS: tuple[Field, ...] = (
        _G, 0, lambda c: c.remapped_rows()[0]),
     _F("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "0/1", "Whether remapping of rows has failed", _G, 0,
        lambda c: c.remapped_rows()[3]),
+    _F("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "0/1", "Whether remapping of rows is pending (reset needed)", _G,
+       0, lambda c: c.remapped_rows()[2]),
+    _F("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "bitmask",
+       "Current clock event (throttle) reasons, a bitmask of DCGM_CLOCKS_EVENT_REASON_*.", _G, 0,
+       lambda c: c.nv.nvmlDeviceGetCurrentClocksEventReasons(c.gpu)),
+    _F("DCGM_FI_DEV_VIDEO_CLOCK", "gauge", "MHz", "Video encoder/decoder clock (in MHz).", _G, 1755,
+       lambda c: c.nv.nvmlDeviceGetClockInfo(c.gpu, c.nv.NVML_CLOCK_VIDEO)),
+    _F("DCGM_FI_DEV_APP_SM_CLOCK", "gauge", "MHz", "SM application clock (in MHz).", _G, 1980,
+       lambda c: c.nv.nvmlDeviceGetApplicationsClock(c.gpu, c.nv.NVML_CLOCK_SM)),
+    _F("DCGM_FI_DEV_APP_MEM_CLOCK", "gauge", "MHz", "Memory application clock (in MHz).", _G, 2619,
+       lambda c: c.nv.nvmlDeviceGetApplicationsClock(c.gpu, c.nv.NVML_CLOCK_MEM)),
+    _F("DCGM_FI_DEV_MAX_SM_CLOCK", "gauge", "MHz", "Maximum SM clock (in MHz).", _G, 1980,
+       lambda c: c.nv.nvmlDeviceGetMaxClockInfo(c.gpu, c.nv.NVML_CLOCK_SM)),
+    _F("DCGM_FI_DEV_MAX_MEM_CLOCK", "gauge", "MHz", "Maximum memory clock (in MHz).", _G, 2619,
+       lambda c: c.nv.nvmlDeviceGetMaxClockInfo(c.gpu, c.nv.NVML_CLOCK_MEM)),
+    _F("DCGM_FI_DEV_MAX_VIDEO_CLOCK", "gauge", "MHz", "Maximum video clock (in MHz).", _G, 1755,
+       lambda c: c.nv.nvmlDeviceGetMaxClockInfo(c.gpu, c.nv.NVML_CLOCK_VIDEO)),
+    _F("DCGM_FI_DEV_PSTATE", "gauge", "P-state", "Performance state (P-state) 0-15, 32 unknown.", _G, 0,
+       lambda c: c.nv.nvmlDeviceGetPerformanceState(c.gpu)),
+    _F("DCGM_FI_DEV_FAN_SPEED", "gauge", "%", "Fan speed (in 0-100%).", _G, 0,
+       lambda c: c.nv.nvmlDeviceGetFanSpeed(c.gpu)),
+    _F("DCGM_FI_DEV_SLOWDOWN_TEMP", "gauge", "C", "Slowdown temperature threshold (in C).", _G, 87,
+       _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN")),
+    _F("DCGM_FI_DEV_SHUTDOWN_TEMP", "gauge", "C", "Shutdown temperature threshold (in C).", _G, 92,
+       _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN")),
+    _F("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "W", "Current power limit (in W).", _G, 700.0,
+       lambda c: c.nv.nvmlDeviceGetPowerManagementLimit(c.gpu) / 1000.0),
+    _F("DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", "gauge", "W", "Default power limit (in W).", _G, 700.0,
+       lambda c: c.nv.nvmlDeviceGetPowerManagementDefaultLimit(c.gpu) / 1000.0),
+    _F("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "W", "Effective power limit the driver enforces (in W).", _G,
+       700.0, lambda c: c.nv.nvmlDeviceGetEnforcedPowerLimit(c.gpu) / 1000.0),
+    _F("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "gen", "Current PCIe link generation.", _G, 5,
+       lambda c: c.nv.nvmlDeviceGetCurrPcieLinkGeneration(c.gpu)),
+    _F("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "lanes", "Current PCIe link width.", _G, 16,
+       lambda c: c.nv.nvmlDeviceGetCurrPcieLinkWidth(c.gpu)),
+    _F("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", "gauge", "gen", "Maximum PCIe link generation.", _G, 5,
+       lambda c: c.nv.nvmlDeviceGetMaxPcieLinkGeneration(c.gpu)),
+    _F("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", "gauge", "lanes", "Maximum PCIe link width.", _G, 16,
+       lambda c: c.nv.nvmlDeviceGetMaxPcieLinkWidth(c.gpu)),
     # Profiling fields: NVML's GPM API (Hopper and newer; per GPU instance on MIG). Elsewhere unsupported, omitted.
     _F("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", "Ratio of time the graphics engine is active.", _I, 0.0,
        _gpm_ratio("NVML_GPM_METRIC_GRAPHICS_UTIL")),

@@ -221,6 +221,17 @@ class FakeGpu(_FakeDevice):
     mem_clock_mhz: int | None = 2619
     max_sm_clock_mhz: int | None = 1980
     max_mem_clock_mhz: int | None = 2619
+    video_clock_mhz: int | None = 1755
+    max_video_clock_mhz: int | None = 1980
+    app_sm_clock_mhz: int | None = 1755
+    app_mem_clock_mhz: int | None = 2619
+    clocks_event_reasons: int | None = 0x1  # GPU idle
+    pstate: int | None = 0
+    fan_speed_pct: int | None = None  # SXM boards have no fan NVML can read
+    temp_thresholds_c: dict[int, int] = field(default_factory=lambda: {
+        pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89})
+    default_power_limit_mw: int | None = 700_000
+    pcie_link: tuple[int, int, int, int] | None = (5, 16, 5, 16)  # current gen, width, max gen, max width
     gpu_temp_c: int | None = 36
     memory_temp_c: int | None = 44
     power_mw: int | None = 118_512
@@ -724,14 +735,53 @@ class FakeNvml:
     @_sym("nvmlDeviceGetClockInfo")
     def _clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
         sm, mem = gpu.sm_clock_mhz, gpu.mem_clock_mhz
-        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem}
+        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem,
+                  pynvml.NVML_CLOCK_VIDEO: gpu.video_clock_mhz}
         return _put(out, clocks.get(_in(kind)))
 
     @_sym("nvmlDeviceGetMaxClockInfo")
     def _max_clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
         sm, mem = gpu.max_sm_clock_mhz, gpu.max_mem_clock_mhz
-        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem}
+        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem,
+                  pynvml.NVML_CLOCK_VIDEO: gpu.max_video_clock_mhz}
         return _put(out, clocks.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetApplicationsClock")
+    def _app_clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
+        clocks = {pynvml.NVML_CLOCK_SM: gpu.app_sm_clock_mhz, pynvml.NVML_CLOCK_MEM: gpu.app_mem_clock_mhz}
+        return _put(out, clocks.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetCurrentClocksEventReasons")
+    def _clocks_event_reasons(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.clocks_event_reasons)
+
+    @_sym("nvmlDeviceGetPerformanceState")
+    def _pstate(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pstate)
+
+    @_sym("nvmlDeviceGetFanSpeed")
+    def _fan(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.fan_speed_pct)
+
+    @_sym("nvmlDeviceGetTemperatureThreshold")
+    def _temperature_threshold(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
+        return _put(out, gpu.temp_thresholds_c.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetCurrPcieLinkGeneration")
+    def _pcie_gen(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[0])
+
+    @_sym("nvmlDeviceGetCurrPcieLinkWidth")
+    def _pcie_width(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[1])
+
+    @_sym("nvmlDeviceGetMaxPcieLinkGeneration")
+    def _pcie_max_gen(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[2])
+
+    @_sym("nvmlDeviceGetMaxPcieLinkWidth")
+    def _pcie_max_width(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[3])
 
     @_sym("nvmlDeviceGetTemperature")
     def _temperature(self, gpu: FakeGpu, mig: None, sensor: Any, out: Any) -> int:
@@ -759,6 +809,10 @@ class FakeNvml:
     @_sym("nvmlDeviceGetEnforcedPowerLimit")
     def _power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:
         return _put(out, gpu.power_limit_mw)
+
+    @_sym("nvmlDeviceGetPowerManagementDefaultLimit")
+    def _default_power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.default_power_limit_mw)
 
     @_sym("nvmlDeviceGetTotalEnergyConsumption")
     def _energy(self, gpu: FakeGpu, mig: None, out: Any) -> int:

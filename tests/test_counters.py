@@ -52,13 +52,12 @@ DCGM_FI_DRIVER_VERSION, label, Driver Version
     ("line", "message"),
     [
         ("DCGM_FI_DEV_NOT_A_FIELD, gauge, x", "cm.csv:2: unknown field 'DCGM_FI_DEV_NOT_A_FIELD'"),
+        ("DCGM_EXP_NOT_A_COUNTER, gauge, x", "cm.csv:2: unknown field 'DCGM_EXP_NOT_A_COUNTER'"),
+        ("dcgm_not_a_1x_name, gauge, x", "cm.csv:2: unknown field 'dcgm_not_a_1x_name'"),
         ("DCGM_FI_DEV_GPU_UTIL, histogram, x", "cm.csv:2: field DCGM_FI_DEV_GPU_UTIL: unknown type 'histogram'"),
         ("DCGM_FI_DEV_GPU_UTIL, label, x", "cm.csv:2: field DCGM_FI_DEV_GPU_UTIL: type 'label' not possible"),
         ("DCGM_FI_DRIVER_VERSION, gauge, x", "cm.csv:2: field DCGM_FI_DRIVER_VERSION: type 'gauge' not possible"),
-        (
-            "DCGM_FI_DEV_SM_CLOCK, gauge, again",
-            "cm.csv:2: field DCGM_FI_DEV_SM_CLOCK is listed twice (first on line 1)",
-        ),
+        ("DCGM_EXP_XID_ERRORS_COUNT, label, x", "cm.csv:2: field DCGM_EXP_XID_ERRORS_COUNT: type 'label'"),
         ("just-one-column", "cm.csv:2: expected 'FIELD, type, help'"),
     ],
 )

@@ -248,6 +248,8 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
     fake_nvml.gpus[0].fields = {pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (ull, 7),
                                 pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL: (ull, 123_456_789)}
+    fake_nvml.gpus[0].remapped_rows = (3, 1, 1, 0)  # correctable, uncorrectable, pending, failure
+    fake_nvml.gpus[0].clocks_event_reasons = 0x4 | 0x20  # SW power cap + SW thermal slowdown
     backend = NvmlBackend(pynvml)
     backend.open()
     collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
@@ -263,11 +265,26 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     emitted = {r[0] for r in rows if r[0].startswith("DCGM_")}
     unsupported = {r[1]["field"] for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0
                    and r[1]["gpu"] == "0"}
-    numeric = {f.name for f in FIELDS if not f.is_label}
-    assert emitted | unsupported | {"DCGM_FI_DEV_XID_ERRORS"} == numeric
+    as_labels = {f.name for f in FIELDS if f.is_label and f.name in labels}
+    assert emitted | as_labels | unsupported | {"DCGM_FI_DEV_XID_ERRORS"} == {f.name for f in FIELDS}
     # what the simulated H100 supports must come out
     for name in ("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ROW_REMAP_FAILURE"):
         assert name in emitted
+    assert "DCGM_FI_DEV_FAN_SPEED" in unsupported  # the simulated SXM board has no fan NVML can read
+    # each newer reader goes through its NVML call and conversion
+    assert value(rows, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu="0") == 0x24
+    assert value(rows, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu="1") == 1  # GPU idle
+    assert value(rows, "DCGM_FI_DEV_VIDEO_CLOCK", gpu="0") == 1755
+    assert value(rows, "DCGM_FI_DEV_MAX_VIDEO_CLOCK", gpu="0") == 1980
+    assert value(rows, "DCGM_FI_DEV_APP_SM_CLOCK", gpu="0") == 1755
+    assert value(rows, "DCGM_FI_DEV_SLOWDOWN_TEMP", gpu="0") == 89
+    assert value(rows, "DCGM_FI_DEV_SHUTDOWN_TEMP", gpu="0") == 92
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", gpu="0") == 700.0
+    assert value(rows, "DCGM_FI_DEV_PCIE_LINK_WIDTH", gpu="0") == 16
+    assert value(rows, "DCGM_FI_DEV_PSTATE", gpu="0") == 0
+    assert [value(rows, f"DCGM_FI_DEV_{name}", gpu="0") for name in (
+        "CORRECTABLE_REMAPPED_ROWS", "UNCORRECTABLE_REMAPPED_ROWS", "ROW_REMAP_PENDING", "ROW_REMAP_FAILURE")
+    ] == [3, 1, 1, 0]
     # NVML field values decode by their value type
     assert value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="0") == 7
     assert value(rows, "DCGM_FI_DEV_THERMAL_VIOLATION", gpu="0") == 123_456_789

@@ -19,6 +19,11 @@ State file (every key optional; a field not given keeps its idle value from the 
 - ``lost``: the GPU behaves like NVML's GpuIsLost: its series disappear until it is back.
 - ``unsupported``: fields that answer NotSupported, as on hardware that lacks them.
 - ``xid``: the last XID error (no XID series until one is set, as with NVML events).
+- ``xid_events``: XID events as an append-only log of codes (GPU level). Entries not seen before are events
+  happening when the file is (re)read; they feed ``DCGM_EXP_XID_ERRORS_COUNT``, and the newest is the GPU's last
+  XID unless ``xid`` says otherwise. Rewriting the list shorter starts a new log.
+- Clock events: set ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` to a bitmask (e.g. 4, power cap); every collection
+  samples it for ``DCGM_EXP_CLOCK_EVENTS_COUNT``.
 - ``mig``: GPU instances (dcgm-exporter flex mode then reports them instead of the GPU). GPU-level fields
   come from the GPU's own keys; instance-level fields (framebuffer, XID, profiling) from the instance's keys.
   Utilisation, encoder and decoder answer NotSupported under MIG, as NVML does.
@@ -59,6 +64,7 @@ from exporter.backends.base import (
     FieldUnavailable,
     GpuProcess,
     ProcessReport,
+    XidEvent,
     select_entities,
 )
 from exporter.entities import GpuEntity
@@ -67,7 +73,7 @@ from exporter.fields import FIELDS_BY_NAME, MIB, Field, Value
 log = logging.getLogger("exporter.fake")
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
-_GPU_KEYS = {"lost", "unsupported", "xid", "mig", "processes"}
+_GPU_KEYS = {"lost", "unsupported", "xid", "xid_events", "mig", "processes"}
 _MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid", "processes"}
 _PROCESS_KEYS = {"pid", "fb_used_mib", "sm_util"}
 _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
@@ -113,6 +119,7 @@ class _GpuState:
     lost: bool = False
     unsupported: frozenset[str] = frozenset()
     xid: int | None = None
+    xid_events: tuple[int, ...] = ()
     mig: tuple[_MigState, ...] = ()
     processes: tuple[_ProcessState, ...] = ()
 
@@ -159,6 +166,7 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
             lost=_typed(doc, "lost", bool, False, where, fail),
             unsupported=_unsupported(doc, where, fail),
             xid=_typed(doc, "xid", int, None, where, fail),
+            xid_events=_xid_events(doc, where, fail),
             mig=tuple(_parse_mig(m, f"{where}.mig[{i}]", fail) for i, m in enumerate(migs)),
             processes=_parse_processes(doc, where, fail, utilisation=True),
         )
@@ -166,6 +174,14 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
         if len(ids) != len(set(ids)):
             raise fail(f"{where}.mig", "gpu_instance_id values must be unique")
     return FakeState(gpus=gpus, nvml_error=nvml_error)
+
+
+def _xid_events(doc: dict[str, Any], where: str, fail: Callable[[str, str], FakeStateError]) -> tuple[int, ...]:
+    events = doc.get("xid_events", [])
+    if not isinstance(events, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                               for x in events):
+        raise fail(f"{where}.xid_events", "must be a list of XID codes (non-negative integers)")
+    return tuple(events)
 
 
 def _parse_mig(doc: Any, where: str, fail: Callable[[str, str], FakeStateError]) -> _MigState:
@@ -299,6 +315,8 @@ class FakeBackend(Backend):
         self._state_stamp: tuple[int, int] | None = None
         self._energy_mj: dict[int, float] = {}
         self._energy_at: dict[int, float] = {}
+        self._xid_seen: dict[int, int] = {}
+        self._xid_new: list[XidEvent] = []
         self.state_errors_total = 0
         self.last_state_error: str | None = None
 
@@ -308,6 +326,7 @@ class FakeBackend(Backend):
         if self.state_path is not None:
             self._state = read_state_file(self.state_path, self.gpu_count)
             self._state_stamp = self._stamp()
+            self._note_xid_events()
 
     def close(self) -> None:
         pass
@@ -323,11 +342,27 @@ class FakeBackend(Backend):
             self._state = read_state_file(self.state_path, self.gpu_count)
             self._state_stamp = stamp
             self.last_state_error = None
+            self._note_xid_events()
         except FakeStateError as exc:
             self.state_errors_total += 1
             if str(exc) != self.last_state_error:
                 log.warning("keeping the last good fake state: %s", exc)
             self.last_state_error = str(exc)
+
+    def _note_xid_events(self) -> None:
+        """Entries appended to a GPU's ``xid_events`` since the last read are XID events happening now."""
+        now = self._clock()
+        for index in range(self.gpu_count):
+            log_ = self._gpu(index).xid_events
+            seen = self._xid_seen.get(index, 0)
+            if len(log_) < seen:  # the log was rewritten: start over
+                seen = 0
+            self._xid_new.extend(XidEvent(index, xid, now) for xid in log_[seen:])
+            self._xid_seen[index] = len(log_)
+
+    def xid_events(self) -> list[XidEvent]:
+        events, self._xid_new = self._xid_new, []
+        return events
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -385,6 +420,8 @@ class FakeBackend(Backend):
             raise FieldNotSupported(f"{field.name} is not supported on MIG-enabled GPUs")
         if field.name == "DCGM_FI_DEV_XID_ERRORS":
             xid = mig.xid if in_instance and mig else gpu.xid
+            if xid is None and not in_instance and gpu.xid_events:
+                xid = gpu.xid_events[-1]
             if xid is None:
                 raise FieldUnavailable("no XID seen yet")
             return xid

@@ -21,6 +21,7 @@ from exporter.backends.base import (
     FieldUnavailable,
     GpuProcess,
     ProcessReport,
+    XidEvent,
     mig_profile_name,
     select_entities,
 )
@@ -163,6 +164,8 @@ class XidWatcher:
         self._nv = nv
         self._gpu_handles = gpu_handles
         self._last: dict[tuple[int, int | None], tuple[int, float]] = {}
+        self._pending: list[XidEvent] = []
+        self._pending_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.events_total = 0
@@ -183,8 +186,17 @@ class XidWatcher:
         return max(found, key=lambda c: c[1])[0] if found else None
 
     def record(self, gpu: int, gpu_instance_id: int | None, xid: int) -> None:
-        self._last[(gpu, gpu_instance_id)] = (xid, time.monotonic())
+        now = time.monotonic()
+        self._last[(gpu, gpu_instance_id)] = (xid, now)
+        with self._pending_lock:
+            self._pending.append(XidEvent(gpu, xid, now))
         self.events_total += 1
+
+    def drain(self) -> list[XidEvent]:
+        """Events recorded since the previous drain (the collector thread counts them in its windows)."""
+        with self._pending_lock:
+            events, self._pending = self._pending, []
+        return events
 
     def _run(self) -> None:
         nv = self._nv
@@ -500,6 +512,9 @@ class NvmlBackend(Backend):
         if self.xid is None:
             self.xid = XidWatcher(self.nv, lambda: dict(self._gpu_handles))
             self.xid.start()
+
+    def xid_events(self) -> list[XidEvent]:
+        return self.xid.drain() if self.xid is not None else []
 
     def stop_events(self) -> None:
         if self.xid is not None:
