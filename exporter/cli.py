@@ -17,7 +17,7 @@ import typer
 
 import clikit
 from exporter.backends.base import Backend, BackendUnavailable
-from exporter.collector import Collector, CollectorOptions, PodAttribution
+from exporter.collector import DEFAULT_EVENT_WINDOW_MS, Collector, CollectorOptions, PodAttribution
 from exporter.counters import CountersError, load_counters
 from exporter.kube_pod_directory import KubernetesApiDirectory
 from exporter.pod_directory import KubeletLogDirectory, PodDirectory
@@ -118,6 +118,13 @@ def serve(
         help="JSON state file for the simulated GPUs, re-read at every collection.")] = None,
     fake_seed: Annotated[str, typer.Option("--fake-seed", envvar="GPU_EXPORTER_FAKE_SEED",
                                            help="Varies the simulated GPU UUIDs.")] = "",
+    xid_count_window_size: Annotated[int, typer.Option(
+        "-x", "--xid-count-window-size", envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", min=1,
+        help="Window in milliseconds over which DCGM_EXP_XID_ERRORS_COUNT counts XIDs.")] = DEFAULT_EVENT_WINDOW_MS,
+    clock_events_count_window_size: Annotated[int, typer.Option(
+        "--clock-events-count-window-size", envvar="DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE", min=1,
+        help="Window in milliseconds over which DCGM_EXP_CLOCK_EVENTS_COUNT counts clock events.")
+    ] = DEFAULT_EVENT_WINDOW_MS,
     log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DCGM_EXPORTER_LOG_FORMAT")] = LogFormat.text,
     debug: Annotated[bool, typer.Option("--debug", envvar="DCGM_EXPORTER_DEBUG")] = False,
 ) -> None:
@@ -148,6 +155,8 @@ def serve(
         hostname=os.environ.get("NODE_NAME") or socket.gethostname(),
         replace_blanks_in_model_name=replace_blanks_in_model_name,
         pods=pods,
+        xid_count_window_ms=xid_count_window_size,
+        clock_events_count_window_ms=clock_events_count_window_size,
     )
     try:
         server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health(),

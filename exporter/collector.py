@@ -82,8 +82,10 @@ class CollectorOptions:
 
 
 class Collector:
-    def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions) -> None:
+    def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.backend = backend
+        self._clock = clock  # the windows' clock (XID event times come from the backend on the same clock)
         self.options = options
         self._metrics = [c for c in counters if not c.is_label and c.field is not None]
         self._label_fields = sorted((c for c in counters if c.is_label and c.field is not None), key=lambda c: c.name)
@@ -228,7 +230,7 @@ class Collector:
     def _windowed_families(self, entities: list[GpuEntity], pods: dict[EntityKey, dict[str, str]],
                            healthy: dict[int, bool]) -> list[Family]:
         """DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (see exporter.event_windows)."""
-        now = time.monotonic()
+        now = self._clock()
         families = []
         if self._xid_count is not None:
             for event in self.backend.xid_events():
