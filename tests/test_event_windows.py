@@ -102,7 +102,7 @@ def test_clock_events_count_samples_per_reason(tmp_path: Path) -> None:
         clock.now += 1
     assert counts(rows, CLOCK, "clock_event", "0") == {"power_cap": 3, "sw_thermal": 3}
     assert series(rows, CLOCK, gpu="0", clock_event="power_cap")[0][1]["window_size_in_ms"] == "2500"
-    assert counts(rows, CLOCK, "clock_event", "1") == {None: 0}  # an idle fake GPU reports no reasons
+    assert counts(rows, CLOCK, "clock_event", "1") == {"gpu_idle": 3}  # the fake's idle GPU drops its clocks
 
     write_state(path, {"gpus": {"0": {reasons: 0x80}}})
     rows = rows_of(collector)  # t=1003: samples at 1001, 1002 are in the 2.5 s window, 1000 is not
@@ -130,3 +130,9 @@ def test_not_configured_means_no_series(tmp_path: Path) -> None:
     rows = rows_of(collector)
     assert not series(rows, XID) and not series(rows, CLOCK)
     assert value(rows, "DCGM_FI_DEV_XID_ERRORS", gpu="0") == 79
+
+
+def test_a_gpu_without_clock_event_reasons_reports_zero(tmp_path: Path) -> None:
+    collector, _, _ = make(tmp_path, {"gpus": {"0": {"unsupported": ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]}}})
+    rows = rows_of(collector)
+    assert [(r[1].get("clock_event"), r[2]) for r in series(rows, CLOCK, gpu="0")] == [(None, 0)]

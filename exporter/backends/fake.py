@@ -34,7 +34,8 @@ State file (every key optional; a field not given keeps its idle value from the 
 - ``nvml_error``: a string makes the whole backend unavailable with that reason (``/health`` answers 503).
 
 Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
-``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time.
+``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time;
+``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` is 1 (GPU idle) while ``DCGM_FI_DEV_GPU_UTIL`` is 0, else 0.
 Where ``processes`` are given, ``DCGM_FI_DEV_FB_USED`` defaults to their framebuffer sum and (outside MIG)
 ``DCGM_FI_DEV_GPU_UTIL`` to their SM utilisation sum, capped at 100.
 
@@ -439,6 +440,8 @@ class FakeBackend(Backend):
                               - get("DCGM_FI_DEV_FB_RESERVED")))
         if field.name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" and "DCGM_FI_DEV_GPU_UTIL" in source:
             return source["DCGM_FI_DEV_GPU_UTIL"] / 100.0
+        if field.name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS":  # an idle GPU drops its clocks: reason "GPU idle"
+            return 0x1 if get("DCGM_FI_DEV_GPU_UTIL") == 0 else 0
         if field.name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
             power = gpu_values.get("DCGM_FI_DEV_POWER_USAGE", FIELDS_BY_NAME["DCGM_FI_DEV_POWER_USAGE"].idle)
             return self._energy(index, float(power))
