@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from exporter.counters import CountersError, load_counters, parse_counters
-from tests.support.reference import REFERENCE, missing_reference
+from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
 
 def test_built_in_default_set_is_dcgm_exporters_plus_fb_total() -> None:
@@ -234,22 +232,6 @@ def test_a_file_of_only_unsupported_fields_is_an_error() -> None:
 
 # --- dcgm-exporter's own files and the GPU Operator's (../shared/reference, never copied here) ---------------------
 
-def reference_file(name: str) -> Path:
-    path = REFERENCE / name
-    if not path.is_file():
-        missing_reference(path)
-    return path
-
-
-def every_line_enabled(text: str) -> str:
-    """The file with its commented-out field lines enabled too (what users do when they opt in)."""
-    out = []
-    for line in text.splitlines():
-        body = line.lstrip("# ").strip()
-        out.append(body if body.startswith(("DCGM_", "dcgm_")) and body.count(",") >= 2 else line)
-    return "\n".join(out)
-
-
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv", "1.x-compatibility-metrics.csv"])
 @pytest.mark.parametrize("enable_all", [False, True])
 def test_reference_counters_files_load(name: str, enable_all: bool) -> None:
@@ -257,8 +239,6 @@ def test_reference_counters_files_load(name: str, enable_all: bool) -> None:
     if enable_all:
         text = every_line_enabled(text)
     counters = parse_counters(text, name)
-    listed = {line.split(",")[0].strip() for line in text.splitlines()
-              if line.strip() and not line.lstrip().startswith("#")}
-    assert {c.name for c in counters} == listed
+    assert {c.name for c in counters} == {name for name, _ in listed_fields(text)}
     for counter in counters:  # each is produced, or a windowed exporter counter, or unsupported with a reason
         assert (counter.field is not None) + counter.windowed + bool(counter.unsupported) == 1, counter

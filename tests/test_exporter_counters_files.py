@@ -9,13 +9,7 @@ import pytest
 
 from tests.exporter_helpers import parse_metrics, series, write_state
 from tests.support.exporter_process import ExporterProcess
-from tests.support.reference import REFERENCE, missing_reference
-from tests.test_counters import every_line_enabled
-
-
-def listed(text: str) -> list[tuple[str, str]]:
-    rows = [line.split(",") for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return [(r[0].strip(), r[1].strip()) for r in rows]
+from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
 
 def check_every_field_accounted_for(text: str, metrics: str, log: str, gpus: int) -> set[str]:
@@ -26,7 +20,7 @@ def check_every_field_accounted_for(text: str, metrics: str, log: str, gpus: int
     gpu_series = series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")
     label_names = set(gpu_series[0][1]) if gpu_series else set()
     unsupported = set()
-    for name, kind in listed(text):
+    for name, kind in listed_fields(text):
         served = name in label_names if kind == "label" else name in families
         zeros = series(rows, "gpu_exporter_field_supported", field=name)
         if served:
@@ -38,16 +32,9 @@ def check_every_field_accounted_for(text: str, metrics: str, log: str, gpus: int
     return unsupported
 
 
-def reference(name: str) -> Path:
-    path = REFERENCE / name
-    if not path.is_file():
-        missing_reference(path)
-    return path
-
-
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_reference_files_as_shipped(tmp_path: Path, name: str) -> None:
-    path = reference(name)
+    path = reference_file(name)
     state = tmp_path / "state.json"
     write_state(state, {"gpus": {"0": {"DCGM_FI_DEV_GPU_UTIL": 61, "xid_events": [13]}}})  # XIDs: no series before one
     # the chart passes -f; the GPU Operator sets DCGM_EXPORTER_COLLECTORS=/etc/dcgm-exporter/dcp-metrics-included.csv
@@ -70,7 +57,7 @@ def test_reference_files_as_shipped(tmp_path: Path, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv"])
 def test_reference_files_with_every_line_enabled(tmp_path: Path, name: str) -> None:
-    text = every_line_enabled(reference(name).read_text())
+    text = every_line_enabled(reference_file(name).read_text())
     csv = tmp_path / name
     csv.write_text(text)
     state = tmp_path / "state.json"
@@ -86,7 +73,7 @@ def test_reference_files_with_every_line_enabled(tmp_path: Path, name: str) -> N
     unsupported = check_every_field_accounted_for(text, metrics, log, gpus=2)
     # the per-link NVLink field (default-counters.csv only) and DCGM's health/P2P counters need DCGM itself
     expected = {"DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS", "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0"}
-    assert unsupported == {n for n, _ in listed(text)} & expected
+    assert unsupported == {n for n, _ in listed_fields(text)} & expected
     rows = parse_metrics(metrics)
     if "DCGM_EXP_XID_ERRORS_COUNT" in text:
         xid = series(rows, "DCGM_EXP_XID_ERRORS_COUNT", gpu="0", xid="79")

@@ -19,3 +19,26 @@ def missing_reference(path: Path) -> None:
     if under_ci():
         pytest.fail(f"CI=true and {message}", pytrace=False)
     pytest.skip(message)
+
+
+def reference_file(name: str) -> Path:
+    """A dcgm-exporter counters file from ../shared/reference/dcgm-exporter (read in place)."""
+    path = REFERENCE / name
+    if not path.is_file():
+        missing_reference(path)
+    return path
+
+
+def every_line_enabled(text: str) -> str:
+    """The counters file with its commented-out field lines enabled too (what users do when they opt in)."""
+    out = []
+    for line in text.splitlines():
+        body = line.lstrip("# ").strip()
+        out.append(body if body.startswith(("DCGM_", "dcgm_")) and body.count(",") >= 2 else line)
+    return "\n".join(out)
+
+
+def listed_fields(text: str) -> list[tuple[str, str]]:
+    """(name, type) of each active line of a counters file."""
+    rows = [line.split(",") for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(r[0].strip(), r[1].strip()) for r in rows]
