@@ -7,25 +7,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from tests.support.tools import REPO, under_ci
+from tests.support.tools import REPO, unavailable
 
 REFERENCE = REPO.parent / "shared" / "reference" / "dcgm-exporter"
-
-
-def missing_reference(path: Path) -> None:
-    message = f"reference file {path} is missing (it lives beside the repository, in ../shared/reference)"
-    if under_ci():
-        pytest.fail(f"CI=true and {message}", pytrace=False)
-    pytest.skip(message)
 
 
 def reference_file(name: str) -> Path:
     """A dcgm-exporter counters file from ../shared/reference/dcgm-exporter (read in place)."""
     path = REFERENCE / name
     if not path.is_file():
-        missing_reference(path)
+        unavailable(f"{path} is missing (it lives beside the repository, in ../shared/reference)",
+                    "a reference file is missing")
     return path
 
 
