@@ -232,8 +232,9 @@ class Collector:
         """DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (see exporter.event_windows)."""
         now = self._clock()
         families = []
+        events = self.backend.xid_events()  # drained every time, so the backend never hoards them
         if self._xid_count is not None:
-            for event in self.backend.xid_events():
+            for event in events:
                 self._xid_window.record(event.gpu, event.at, [event.xid])
             families.append(self._window_family(self._xid_count, self._xid_window, "xid", str, entities, pods,
                                                 healthy, now))
@@ -387,6 +388,9 @@ class Collector:
                 supported.add((*where, ("field", counter.name)), int(ok))
             for counter in self._never:
                 supported.add((*where, ("field", counter.name)), 0)
+            for counter in (self._xid_count, self._clock_count):
+                if counter is not None:
+                    supported.add((*where, ("field", counter.name)), 1)
         fams.extend(self._pod_self_metrics())
         if self._shared is not None:
             fams.extend(self_metric_families(self._shared))

@@ -210,7 +210,7 @@ FIELDS: tuple[Field, ...] = (
        0, lambda c: c.remapped_rows()[2]),
     _F("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "gauge", "bitmask",
        "Current clock event (throttle) reasons, a bitmask of DCGM_CLOCKS_EVENT_REASON_*.", _G, 0,
-       lambda c: c.nv.nvmlDeviceGetCurrentClocksEventReasons(c.gpu)),
+       lambda c: c.clock_event_reasons()),
     _F("DCGM_FI_DEV_VIDEO_CLOCK", "gauge", "MHz", "Video encoder/decoder clock (in MHz).", _G, 1755,
        lambda c: c.nv.nvmlDeviceGetClockInfo(c.gpu, c.nv.NVML_CLOCK_VIDEO)),
     _F("DCGM_FI_DEV_APP_SM_CLOCK", "gauge", "MHz", "SM application clock (in MHz).", _G, 1980,

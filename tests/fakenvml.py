@@ -752,6 +752,7 @@ class FakeNvml:
         return _put(out, clocks.get(_in(kind)))
 
     @_sym("nvmlDeviceGetCurrentClocksEventReasons")
+    @_sym("nvmlDeviceGetCurrentClocksThrottleReasons")
     def _clocks_event_reasons(self, gpu: FakeGpu, mig: None, out: Any) -> int:
         return _put(out, gpu.clocks_event_reasons)
 

@@ -289,3 +289,47 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     assert value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="0") == 7
     assert value(rows, "DCGM_FI_DEV_THERMAL_VIOLATION", gpu="0") == 123_456_789
     assert not series(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="1")
+
+
+def test_clock_event_reasons_on_a_driver_before_the_rename(fake_nvml: FakeNvml) -> None:
+    """Drivers before R535 have only nvmlDeviceGetCurrentClocksThrottleReasons; the field still reads."""
+    from exporter.fields import FIELDS_BY_NAME
+
+    fake_nvml.hide_symbol("nvmlDeviceGetCurrentClocksEventReasons")
+    fake_nvml.gpus[0].clocks_event_reasons = 0x8  # HW slowdown
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    try:
+        entity = backend.entities("f")[0]
+        backend.begin_collection()
+        assert backend.read(entity, FIELDS_BY_NAME["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]) == 0x8
+    finally:
+        backend.close()
+    assert fake_nvml.missing_symbols["nvmlDeviceGetCurrentClocksEventReasons"] >= 1
+
+
+
+def test_xid_events_counted_in_the_window(fake_nvml: FakeNvml) -> None:
+    from exporter.counters import parse_counters
+
+    csv = "DCGM_FI_DEV_XID_ERRORS, gauge, last XID\nDCGM_EXP_XID_ERRORS_COUNT, counter, XIDs in the window\n"
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    collector = Collector(backend, parse_counters(csv, "xid.csv"), CollectorOptions(xid_count_window_ms=120_000))
+    counted: dict[tuple[str, str | None], float] = {}
+    try:
+        scrape(collector)
+        assert fake_nvml.wait_for_event_registration(0, timeout=5)
+        assert fake_nvml.wait_for_event_registration(1, timeout=5)
+        for gpu, xid in ((0, 79), (0, 79), (1, 48)):
+            fake_nvml.inject_xid(gpu, xid)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and sum(counted.values()) < 3:
+            rows = scrape(collector)
+            counted = {(r[1]["gpu"], r[1].get("xid")): r[2] for r in series(rows, "DCGM_EXP_XID_ERRORS_COUNT")}
+            time.sleep(0.05)
+    finally:
+        collector.stop()
+        backend.close()
+    assert counted == {("0", "79"): 2, ("1", "48"): 1}
+    assert {r[1]["window_size_in_ms"] for r in series(rows, "DCGM_EXP_XID_ERRORS_COUNT")} == {"120000"}

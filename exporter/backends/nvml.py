@@ -106,6 +106,14 @@ class DeviceContext:
         except nv.NVMLError_FunctionNotFound:
             return nv.nvmlDeviceGetTemperature(self.gpu, nv.NVML_TEMPERATURE_GPU)
 
+    def clock_event_reasons(self) -> int:
+        """The clock-event (throttle) reasons bitmask; drivers before R535 only have the throttle-named call."""
+        nv = self.nv
+        try:
+            return nv.nvmlDeviceGetCurrentClocksEventReasons(self.gpu)
+        except nv.NVMLError_FunctionNotFound:
+            return nv.nvmlDeviceGetCurrentClocksThrottleReasons(self.gpu)
+
     def field_value(self, field_id: int, *, scope: int | None = None, as_uint: bool = False) -> Value:
         """One NVML field value, decoded by its value type; a per-field error raises like a call would."""
         request = (field_id, scope) if scope is not None else field_id
