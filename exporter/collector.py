@@ -95,6 +95,7 @@ class Collector:
         self._clock_count = windowed.get(CLOCK_EVENTS_COUNT)
         self._xid_window = EventWindow(options.xid_count_window_ms)
         self._clock_window = EventWindow(options.clock_events_count_window_ms)
+        self._no_clock_reasons: set[int] = set()  # GPUs that answered NotSupported: not probed again
         self._unsupported: set[tuple[tuple[int, int | None], str]] = set()
         self._entities: list[GpuEntity] = []
         self._enumerated_at = -1e18
@@ -248,12 +249,15 @@ class Collector:
         """One clock-event-reasons sample per GPU and collection (DCGM samples the field every interval)."""
         sampled: set[int] = set()
         for entity in entities:
-            if entity.gpu in sampled or not healthy.get(entity.gpu, False):
+            if entity.gpu in sampled or entity.gpu in self._no_clock_reasons or not healthy.get(entity.gpu, False):
                 continue
             sampled.add(entity.gpu)
             try:
                 bitmask = int(self.backend.read(entity, CLOCK_EVENTS_FIELD))
-            except (FieldNotSupported, FieldUnavailable, DeviceLost):
+            except FieldNotSupported:
+                self._no_clock_reasons.add(entity.gpu)
+                continue
+            except (FieldUnavailable, DeviceLost):
                 continue  # no sample: the GPU reports 0 events, as dcgm-exporter does for blank values
             self._clock_window.record(entity.gpu, now, clock_event_bits(bitmask))
 
