@@ -27,7 +27,7 @@ _EXPORTER_COUNTER_GAPS = {
 }
 _ENTITY_GAPS = {
     "switch": "an NVSwitch field; NVML's GPU API does not reach NVSwitches",
-    "link": "a per-NVLink entity field (DCGM_FE_LINK); this exporter reports per-GPU NVLink totals",
+    "link": "a per-NVLink entity field (DCGM_FE_LINK); this exporter reports NVLink per GPU (and links L0-L17)",
     "cpu": "a Grace CPU field; this exporter reads NVIDIA GPUs through NVML",
     "cpu_core": "a Grace CPU core field; this exporter reads NVIDIA GPUs through NVML",
     "connectx": "a ConnectX NIC field; NVML does not read network adapters",

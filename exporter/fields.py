@@ -57,12 +57,25 @@ def _memory_temp(c: Any) -> int:
     return value
 
 
-def _nvlink_bandwidth(c: Any) -> int:
-    """DCGM's NVLink rate: delta of RX+TX KiB counters over all links, per second, divided by 1000."""
-    all_links = 0xFFFFFFFF
-    rx = c.field_value(c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, scope=all_links)
-    tx = c.field_value(c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, scope=all_links)
-    return int(c.rate("nvlink_kib", rx + tx) / 1000)
+ALL_LINKS = 0xFFFFFFFF
+NVLINK_LINKS = 18  # DCGM's per-link fields L0-L17
+
+
+def _nvlink_bandwidth(scope: int, directions: str) -> NvmlReader:
+    """DCGM's NVLink rate (``ReadAndCacheNvLinkBandwidth``): the delta of NVML's data KiB counters (``RX``,
+    ``TX`` or both, one link or ``ALL_LINKS``) per second since the previous collection, divided by 1000."""
+
+    def read(c: Any) -> int:
+        ids = {"RX": c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, "TX": c.nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX}
+        try:
+            kib = sum(c.field_value(ids[d], scope=scope) for d in directions.split("+"))
+        except c.nv.NVMLError_InvalidArgument:
+            if scope == ALL_LINKS:
+                raise
+            raise c.not_supported(f"this GPU has no NVLink {scope}") from None
+        return int(c.rate(f"nvlink {directions} {scope}", kib) / 1000)
+
+    return read
 
 
 def _vgpu_license(c: Any) -> int:
@@ -198,7 +211,11 @@ FIELDS: tuple[Field, ...] = (
     _F("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "counter", "count", "Total number of NVLink recovery errors.",
        _G, 0, _ecc("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL")),
     _F("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "gauge", "MB/s",
-       "Total number of NVLink bandwidth counters for all lanes", _G, 0, _nvlink_bandwidth),
+       "Total number of NVLink bandwidth counters for all lanes", _G, 0, _nvlink_bandwidth(ALL_LINKS, "RX+TX")),
+    _F("DCGM_FI_DEV_NVLINK_TX_BANDWIDTH_TOTAL", "gauge", "MB/s", "NVLink TX bandwidth over all links (in MB/s).", _G,
+       0, _nvlink_bandwidth(ALL_LINKS, "TX")),
+    _F("DCGM_FI_DEV_NVLINK_RX_BANDWIDTH_TOTAL", "gauge", "MB/s", "NVLink RX bandwidth over all links (in MB/s).", _G,
+       0, _nvlink_bandwidth(ALL_LINKS, "RX")),
     _F("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "0/1", "vGPU License status", _G, 0, _vgpu_license),
     _F("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "rows",
        "Number of remapped rows for uncorrectable errors", _G, 0, lambda c: c.remapped_rows()[1]),
@@ -288,5 +305,12 @@ FIELDS: tuple[Field, ...] = (
     _F("DCGM_FI_DEV_VBIOS_VERSION", "label", "", "VBIOS version of the device", _G, "96.00.74.00.01",
        lambda c: _str(c.nv.nvmlDeviceGetVbiosVersion(c.gpu))),
 )
+
+# DCGM's legacy per-link NVLink bandwidth fields, read like the totals with the link as the field-value scope.
+FIELDS += tuple(
+    _F(f"DCGM_FI_DEV_NVLINK_{prefix}BANDWIDTH_L{link}", "gauge", "MB/s",
+       f"NVLink {what} bandwidth on link {link} (in MB/s).", _G, 0, _nvlink_bandwidth(link, directions))
+    for prefix, what, directions in (("", "RX+TX", "RX+TX"), ("TX_", "TX", "TX"), ("RX_", "RX", "RX"))
+    for link in range(NVLINK_LINKS))
 
 FIELDS_BY_NAME: Mapping[str, Field] = {f.name: f for f in FIELDS}

@@ -71,9 +71,8 @@ def test_reference_files_with_every_line_enabled(tmp_path: Path, name: str) -> N
         log = exporter.stop()
     assert exporter.proc.returncode == 0, log
     unsupported = check_every_field_accounted_for(text, metrics, log, gpus=2)
-    # the per-link NVLink field (default-counters.csv only) and DCGM's health/P2P counters need DCGM itself
-    expected = {"DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS", "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0"}
-    assert unsupported == {n for n, _ in listed_fields(text)} & expected
+    # only DCGM's health and P2P counters (default-counters.csv) need DCGM itself
+    assert unsupported == {n for n, _ in listed_fields(text)} & {"DCGM_EXP_GPU_HEALTH_STATUS", "DCGM_EXP_P2P_STATUS"}
     rows = parse_metrics(metrics)
     if "DCGM_EXP_XID_ERRORS_COUNT" in text:
         xid = series(rows, "DCGM_EXP_XID_ERRORS_COUNT", gpu="0", xid="79")

@@ -82,6 +82,39 @@ def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
     assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == 0
 
 
+def test_nvlink_bandwidth_per_link_and_direction(fake_nvml: FakeNvml) -> None:
+    from exporter.counters import parse_counters
+
+    csv = "\n".join(f"DCGM_FI_DEV_NVLINK_{name}, gauge, x" for name in (
+        "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL",
+        "BANDWIDTH_L12"))
+    gpu0 = fake_nvml.gpus[0]
+    gpu0.nvlink_tx_kib, gpu0.nvlink_rx_kib = gpu0.nvlink_tx_kib[:12], gpu0.nvlink_rx_kib[:12]  # an A100: 12 links
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    collector = Collector(backend, parse_counters(csv, "nvlink.csv"), CollectorOptions())
+    try:
+        scrape(collector)
+        with fake_nvml.lock:
+            gpu0.nvlink_tx_kib = [kib + (40_000 if link == 3 else 0) for link, kib in enumerate(gpu0.nvlink_tx_kib)]
+            gpu0.nvlink_rx_kib = [kib + 10_000 for kib in gpu0.nvlink_rx_kib]
+        time.sleep(0.5)
+        rows = scrape(collector)
+    finally:
+        backend.close()
+    # DCGM's per-link fields: the same delta KiB / s / 1000, with the link as the scope; ~0.5 s between samples
+    rate = {name: value(rows, f"DCGM_FI_DEV_NVLINK_{name}", gpu="0") for name in (
+        "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL")}
+    assert 40 < rate["TX_BANDWIDTH_L3"] <= 80 and 10 < rate["RX_BANDWIDTH_L3"] <= 20  # <= 1 s between samples
+    assert abs(rate["BANDWIDTH_L3"] - rate["TX_BANDWIDTH_L3"] - rate["RX_BANDWIDTH_L3"]) <= 2
+    assert abs(rate["TX_BANDWIDTH_TOTAL"] - rate["TX_BANDWIDTH_L3"]) <= 1  # only link 3 sent
+    assert abs(rate["RX_BANDWIDTH_TOTAL"] - 12 * rate["RX_BANDWIDTH_L3"]) <= 12  # 12 links received alike
+    # link 12 does not exist on this GPU: unsupported there, read on GPU 1 (18 links)
+    assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_BANDWIDTH_L12") == 0
+    assert not series(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="0")
+    assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="1") == 0
+
+
 def test_not_supported_is_probed_once_then_omitted(fake_nvml: FakeNvml) -> None:
     fake_nvml.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=1)
     fake_nvml.gpus[1].memory_temp_c = None  # per-field NOT_SUPPORTED inside nvmlDeviceGetFieldValues

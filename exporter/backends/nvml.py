@@ -156,6 +156,10 @@ class DeviceContext:
     def unavailable(reason: str) -> FieldUnavailable:
         return FieldUnavailable(reason)
 
+    @staticmethod
+    def not_supported(reason: str) -> FieldNotSupported:
+        return FieldNotSupported(reason)
+
 
 @dataclass
 class _Handles:
