@@ -78,6 +78,20 @@ def _nvlink_bandwidth(scope: int, directions: str) -> NvmlReader:
     return read
 
 
+def _nvlink_errors(link: int, counter: str) -> NvmlReader:
+    """DCGM's per-link NVLink error fields: ``nvmlDeviceGetNvLinkErrorCounter`` for the link (R520+)."""
+
+    def read(c: Any) -> int:
+        counters = {"CRC_FLIT": c.nv.NVML_NVLINK_ERROR_DL_CRC_FLIT, "CRC_DATA": c.nv.NVML_NVLINK_ERROR_DL_CRC_DATA,
+                    "REPLAY": c.nv.NVML_NVLINK_ERROR_DL_REPLAY, "RECOVERY": c.nv.NVML_NVLINK_ERROR_DL_RECOVERY}
+        try:
+            return c.nv.nvmlDeviceGetNvLinkErrorCounter(c.gpu, link, counters[counter])
+        except c.nv.NVMLError_InvalidArgument:
+            raise c.not_supported(f"this GPU has no NVLink {link}") from None
+
+    return read
+
+
 def _vgpu_license(c: Any) -> int:
     features = c.nv.nvmlDeviceGetGridLicensableFeatures(c.gpu)
     if not features.isGridLicenseSupported:
@@ -311,6 +325,13 @@ FIELDS += tuple(
     _F(f"DCGM_FI_DEV_NVLINK_{prefix}BANDWIDTH_L{link}", "gauge", "MB/s",
        f"NVLink {what} bandwidth on link {link} (in MB/s).", _G, 0, _nvlink_bandwidth(link, directions))
     for prefix, what, directions in (("", "RX+TX", "RX+TX"), ("TX_", "TX", "TX"), ("RX_", "RX", "RX"))
+    for link in range(NVLINK_LINKS))
+# ... and per-link error counters (DCGM: flow-control CRC, data CRC, replay, recovery).
+FIELDS += tuple(
+    _F(f"DCGM_FI_DEV_NVLINK_{counter}_ERROR_COUNT_L{link}", "counter", "count",
+       f"NVLink {what} errors on link {link}.", _G, 0, _nvlink_errors(link, counter))
+    for counter, what in (("CRC_FLIT", "flow-control CRC"), ("CRC_DATA", "data CRC"), ("REPLAY", "replay"),
+                          ("RECOVERY", "recovery"))
     for link in range(NVLINK_LINKS))
 
 FIELDS_BY_NAME: Mapping[str, Field] = {f.name: f for f in FIELDS}

@@ -248,6 +248,8 @@ class FakeGpu(_FakeDevice):
     pcie_rx_kbps: int | None = 67_890
     nvlink_tx_kib: list[int] = field(default_factory=lambda: [1000 + i for i in range(18)])
     nvlink_rx_kib: list[int] = field(default_factory=lambda: [2000 + i for i in range(18)])
+    nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(link, NVML_NVLINK_ERROR_DL_* counter) -> count; links are those of ``nvlink_tx_kib``; 0 when not set."""
     remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)
     grid_license_supported: bool = False
     grid_features: list[FakeGridFeature] = field(default_factory=list)
@@ -876,6 +878,14 @@ class FakeNvml:
             if ret == _OK:
                 setattr(slot.value, _VALUE_MEMBER[vtype], value)
         return _OK
+
+    @_sym("nvmlDeviceGetNvLinkErrorCounter")
+    def _nvlink_error(self, gpu: FakeGpu, mig: None, link: Any, counter: Any, out: Any) -> int:
+        if not gpu.nvlink_tx_kib:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        if _in(link) >= len(gpu.nvlink_tx_kib):
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        return _put(out, gpu.nvlink_errors.get((_in(link), _in(counter)), 0))
 
     @_sym("nvmlDeviceGetRemappedRows")
     def _remapped_rows(self, gpu: FakeGpu, mig: None, corr: Any, unc: Any, pend: Any, fail: Any) -> int:

@@ -208,7 +208,7 @@ DCGM_EXP_XID_ERRORS_COUNT, counter, exporter counter
 
 def test_unsupported_dcgm_field_is_warned_once_with_the_reason(caplog: pytest.LogCaptureFixture) -> None:
     text = """DCGM_FI_DEV_GPU_UTIL, gauge, util
-DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, counter, per-link
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN, gauge, NVSwitch
 DCGM_FI_DEV_CPU_UTIL_TOTAL, gauge, Grace
 DCGM_EXP_GPU_HEALTH_STATUS, counter, health
 DCGM_FI_DEV_GPU_UTIL, gauge, listed again
@@ -216,13 +216,13 @@ DCGM_FI_DEV_GPU_UTIL, gauge, listed again
     with caplog.at_level("WARNING", logger="exporter.counters"):
         counters = parse_counters(text, "mixed.csv")
     assert [(c.name, c.unsupported is not None) for c in counters] == [
-        ("DCGM_FI_DEV_GPU_UTIL", False), ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0", True),
+        ("DCGM_FI_DEV_GPU_UTIL", False), ("DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN", True),
         ("DCGM_FI_DEV_CPU_UTIL_TOTAL", True), ("DCGM_EXP_GPU_HEALTH_STATUS", True)]
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 4  # three unsupported fields and the repeated line, each once
     assert warnings[0].startswith(
-        "mixed.csv:2: DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0 is not produced by this exporter (")
-    assert "Grace CPU" in warnings[1] and "health-watch" in warnings[2]
+        "mixed.csv:2: DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN is not produced by this exporter (")
+    assert "NVSwitch" in warnings[0] and "Grace CPU" in warnings[1] and "health-watch" in warnings[2]
     assert warnings[3] == "mixed.csv:5: DCGM_FI_DEV_GPU_UTIL is listed again (first on line 1); this line is ignored"
 
 

@@ -82,13 +82,15 @@ def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
     assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == 0
 
 
-def test_nvlink_bandwidth_per_link_and_direction(fake_nvml: FakeNvml) -> None:
+def test_nvlink_per_link_bandwidth_direction_and_errors(fake_nvml: FakeNvml) -> None:
     from exporter.counters import parse_counters
 
     csv = "\n".join(f"DCGM_FI_DEV_NVLINK_{name}, gauge, x" for name in (
         "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL",
-        "BANDWIDTH_L12"))
+        "BANDWIDTH_L12")) + "\n" + "\n".join(f"DCGM_FI_DEV_NVLINK_{name}_ERROR_COUNT_L{link}, counter, x"
+                                              for name in ("CRC_FLIT", "REPLAY") for link in (2, 12))
     gpu0 = fake_nvml.gpus[0]
+    gpu0.nvlink_errors = {(2, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT): 5, (2, pynvml.NVML_NVLINK_ERROR_DL_REPLAY): 1}
     gpu0.nvlink_tx_kib, gpu0.nvlink_rx_kib = gpu0.nvlink_tx_kib[:12], gpu0.nvlink_rx_kib[:12]  # an A100: 12 links
     backend = NvmlBackend(pynvml)
     backend.open()
@@ -113,6 +115,11 @@ def test_nvlink_bandwidth_per_link_and_direction(fake_nvml: FakeNvml) -> None:
     assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_BANDWIDTH_L12") == 0
     assert not series(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="0")
     assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="1") == 0
+    # per-link error counters: nvmlDeviceGetNvLinkErrorCounter(link, counter); link 12 absent on GPU 0 likewise
+    assert value(rows, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L2", gpu="0") == 5
+    assert value(rows, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L2", gpu="0") == 1
+    assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L12") == 0
+    assert value(rows, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L12", gpu="1") == 0
 
 
 def test_not_supported_is_probed_once_then_omitted(fake_nvml: FakeNvml) -> None:
