@@ -143,6 +143,21 @@ def _temperature_threshold(kind: str) -> NvmlReader:
     return lambda c: c.nv.nvmlDeviceGetTemperatureThreshold(c.gpu, getattr(c.nv, kind))
 
 
+def _bar1(attr: str) -> NvmlReader:
+    """BAR1 memory of the GPU, or of the GPU instance through its MIG device handle (as DCGM reads it)."""
+    return lambda c: getattr(c.nv.nvmlDeviceGetBAR1MemoryInfo(c.dev), attr) // MIB
+
+
+def _compute_mode(c: Any) -> int:
+    """NVML's compute mode renumbered as DCGM reports it (exclusive-thread was removed from NVML)."""
+    mode = c.nv.nvmlDeviceGetComputeMode(c.gpu)
+    if mode == c.nv.NVML_COMPUTEMODE_PROHIBITED:
+        return 1
+    if mode == c.nv.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS:
+        return 2
+    return mode
+
+
 def _str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -262,12 +277,42 @@ FIELDS: tuple[Field, ...] = (
        _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN")),
     _F("DCGM_FI_DEV_SHUTDOWN_TEMP", "gauge", "C", "Shutdown temperature threshold (in C).", _G, 92,
        _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN")),
+    # DCGM divides the limits' milliwatts as integers: whole watts
     _F("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", "W", "Current power limit (in W).", _G, 700.0,
-       lambda c: c.nv.nvmlDeviceGetPowerManagementLimit(c.gpu) / 1000.0),
+       lambda c: float(c.nv.nvmlDeviceGetPowerManagementLimit(c.gpu) // 1000)),
     _F("DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", "gauge", "W", "Default power limit (in W).", _G, 700.0,
-       lambda c: c.nv.nvmlDeviceGetPowerManagementDefaultLimit(c.gpu) / 1000.0),
+       lambda c: float(c.nv.nvmlDeviceGetPowerManagementDefaultLimit(c.gpu) // 1000)),
+    _F("DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", "gauge", "W", "Minimum power limit (in W).", _G, 200.0,
+       lambda c: float(c.power_limit_constraints()[0] // 1000)),
+    _F("DCGM_FI_DEV_POWER_MGMT_LIMIT_MAX", "gauge", "W", "Maximum power limit (in W).", _G, 700.0,
+       lambda c: float(c.power_limit_constraints()[1] // 1000)),
     _F("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "W", "Effective power limit the driver enforces (in W).", _G,
-       700.0, lambda c: c.nv.nvmlDeviceGetEnforcedPowerLimit(c.gpu) / 1000.0),
+       700.0, lambda c: float(c.nv.nvmlDeviceGetEnforcedPowerLimit(c.gpu) // 1000)),
+    _F("DCGM_FI_DEV_GPU_MAX_OP_TEMP", "gauge", "C", "Maximum operating temperature of the GPU (in C).", _G, 87,
+       _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX")),
+    _F("DCGM_FI_DEV_MEM_MAX_OP_TEMP", "gauge", "C", "Maximum operating temperature of the memory (in C).", _G, 95,
+       _temperature_threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX")),
+    _F("DCGM_FI_DEV_BAR1_TOTAL", "gauge", "MiB", "Total BAR1 memory (in MiB).", _I, 131072, _bar1("bar1Total")),
+    _F("DCGM_FI_DEV_BAR1_USED", "gauge", "MiB", "Used BAR1 memory (in MiB).", _I, 1, _bar1("bar1Used")),
+    _F("DCGM_FI_DEV_BAR1_FREE", "gauge", "MiB", "Free BAR1 memory (in MiB).", _I, 131071, _bar1("bar1Free")),
+    _F("DCGM_FI_DEV_COMPUTE_MODE", "gauge", "mode",
+       "Compute mode: 0 default, 1 exclusive thread/prohibited, 2 exclusive process (DCGM's numbering).", _G, 0,
+       _compute_mode),
+    _F("DCGM_FI_DEV_PERSISTENCE_MODE", "gauge", "0/1", "Persistence mode.", _G, 1,
+       lambda c: c.nv.nvmlDeviceGetPersistenceMode(c.gpu)),
+    _F("DCGM_FI_DEV_MIG_MODE", "gauge", "0/1", "Whether MIG mode is enabled.", _G, 0,
+       lambda c: int(c.nv.nvmlDeviceGetMigMode(c.gpu)[0] == c.nv.NVML_DEVICE_MIG_ENABLE)),
+    _F("DCGM_FI_DEV_ECC_CURRENT", "gauge", "0/1", "Current ECC mode.", _G, 1,
+       lambda c: c.nv.nvmlDeviceGetEccMode(c.gpu)[0]),
+    _F("DCGM_FI_DEV_ECC_PENDING", "gauge", "0/1", "ECC mode after the next reboot.", _G, 1,
+       lambda c: c.nv.nvmlDeviceGetEccMode(c.gpu)[1]),
+    _F("DCGM_FI_DEV_MINOR_NUMBER", "gauge", "number", "Device node minor number (/dev/nvidia#).", _G, 0,
+       lambda c: c.nv.nvmlDeviceGetMinorNumber(c.gpu)),
+    _F("DCGM_FI_DEV_COUNT", "gauge", "GPUs", "Number of GPUs on the node.", _G, 1,
+       lambda c: c.nv.nvmlDeviceGetCount()),
+    _F("DCGM_FI_CUDA_DRIVER_VERSION", "gauge", "version",
+       "CUDA version the driver supports: major * 1000 + minor * 10 (CUDA 12.4 = 12040).", _G, 12040,
+       lambda c: c.nv.nvmlSystemGetCudaDriverVersion_v2()),
     _F("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "gen", "Current PCIe link generation.", _G, 5,
        lambda c: c.nv.nvmlDeviceGetCurrPcieLinkGeneration(c.gpu)),
     _F("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "lanes", "Current PCIe link width.", _G, 16,

@@ -229,8 +229,14 @@ class FakeGpu(_FakeDevice):
     pstate: int | None = 0
     fan_speed_pct: int | None = None  # SXM boards have no fan NVML can read
     temp_thresholds_c: dict[int, int] = field(default_factory=lambda: {
-        pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89})
+        pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89,
+        pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 87, pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX: 95})
     default_power_limit_mw: int | None = 700_000
+    power_limit_range_mw: tuple[int, int] | None = (200_000, 700_000)
+    bar1_bytes: tuple[int, int] | None = (128 * 1024 * MIB, 2 * MIB + 5)  # total, used
+    compute_mode: int | None = pynvml.NVML_COMPUTEMODE_DEFAULT
+    persistence_mode: int | None = pynvml.NVML_FEATURE_ENABLED
+    ecc_mode: tuple[int, int] | None = (pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_ENABLED)  # current, pending
     pcie_link: tuple[int, int, int, int] | None = (5, 16, 5, 16)  # current gen, width, max gen, max width
     gpu_temp_c: int | None = 36
     memory_temp_c: int | None = 44
@@ -812,6 +818,35 @@ class FakeNvml:
     @_sym("nvmlDeviceGetEnforcedPowerLimit")
     def _power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:
         return _put(out, gpu.power_limit_mw)
+
+    @_sym("nvmlDeviceGetPowerManagementLimitConstraints")
+    def _power_limit_range(self, gpu: FakeGpu, mig: None, low: Any, high: Any) -> int:
+        limits = gpu.power_limit_range_mw
+        return _put(low, limits and limits[0]) or _put(high, limits and limits[1])
+
+    @_sym("nvmlDeviceGetBAR1MemoryInfo", mig_ok=True)
+    def _bar1(self, gpu: FakeGpu, mig: FakeMigDevice | None, out: Any) -> int:
+        if gpu.bar1_bytes is None:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        total, used = gpu.bar1_bytes
+        if mig is not None:  # a GPU instance sees its share of the aperture
+            total, used = total // 8, used // 8
+        info = _target(out)
+        info.bar1Total, info.bar1Used, info.bar1Free = total, used, total - used
+        return _OK
+
+    @_sym("nvmlDeviceGetComputeMode")
+    def _compute_mode(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.compute_mode)
+
+    @_sym("nvmlDeviceGetPersistenceMode")
+    def _persistence_mode(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.persistence_mode)
+
+    @_sym("nvmlDeviceGetEccMode")
+    def _ecc_mode(self, gpu: FakeGpu, mig: None, current: Any, pending: Any) -> int:
+        modes = gpu.ecc_mode
+        return _put(current, modes and modes[0]) or _put(pending, modes and modes[1])
 
     @_sym("nvmlDeviceGetPowerManagementDefaultLimit")
     def _default_power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:

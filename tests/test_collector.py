@@ -274,3 +274,15 @@ def test_health_turns_503_when_collections_stop_arriving(tmp_path: Path) -> None
     # a sampling thread stuck in a driver call: the last success ages past max(3 intervals, 10 s)
     collector.last_success = time.time() - 11
     assert collector.health() == (False, "no successful collection in the last 10s")
+
+
+def test_fake_derives_mig_mode_and_gpu_count(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"1": {"mig": [{"gpu_instance_id": 1, "profile": "7g.80gb"}]}}})
+    backend = FakeBackend(3, str(path))
+    backend.open()
+    csv = "DCGM_FI_DEV_MIG_MODE, gauge, MIG\nDCGM_FI_DEV_COUNT, gauge, GPUs\n"
+    collector = Collector(backend, parse_counters(csv, "c.csv"), CollectorOptions())
+    _, rows = scrape(collector)
+    assert [value(rows, "DCGM_FI_DEV_MIG_MODE", gpu=g) for g in ("0", "1", "2")] == [0, 1, 0]
+    assert value(rows, "DCGM_FI_DEV_COUNT", gpu="2") == 3

@@ -290,6 +290,9 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
                                 pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL: (ull, 123_456_789)}
     fake_nvml.gpus[0].remapped_rows = (3, 1, 1, 0)  # correctable, uncorrectable, pending, failure
     fake_nvml.gpus[0].clocks_event_reasons = 0x4 | 0x20  # SW power cap + SW thermal slowdown
+    fake_nvml.gpus[0].power_limit_mw = 350_500
+    fake_nvml.gpus[0].compute_mode = pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+    fake_nvml.gpus[0].ecc_mode = (pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_DISABLED)
     backend = NvmlBackend(pynvml)
     backend.open()
     collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
@@ -322,6 +325,18 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", gpu="0") == 700.0
     assert value(rows, "DCGM_FI_DEV_PCIE_LINK_WIDTH", gpu="0") == 16
     assert value(rows, "DCGM_FI_DEV_PSTATE", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", gpu="0") == 200.0
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT", gpu="0") == 350.0  # 350,500 mW: DCGM keeps whole watts
+    assert value(rows, "DCGM_FI_DEV_GPU_MAX_OP_TEMP", gpu="0") == 87
+    assert value(rows, "DCGM_FI_DEV_MEM_MAX_OP_TEMP", gpu="0") == 95
+    assert [value(rows, f"DCGM_FI_DEV_BAR1_{k}", gpu="0") for k in ("TOTAL", "USED", "FREE")] == [131072, 2, 131069]
+    assert value(rows, "DCGM_FI_DEV_COMPUTE_MODE", gpu="0") == 2  # NVML's exclusive-process in DCGM's numbering
+    assert value(rows, "DCGM_FI_DEV_PERSISTENCE_MODE", gpu="0") == 1
+    assert value(rows, "DCGM_FI_DEV_MIG_MODE", gpu="0") == 0
+    assert (value(rows, "DCGM_FI_DEV_ECC_CURRENT", gpu="0"), value(rows, "DCGM_FI_DEV_ECC_PENDING", gpu="0")) == (1, 0)
+    assert value(rows, "DCGM_FI_DEV_MINOR_NUMBER", gpu="1") == 1
+    assert value(rows, "DCGM_FI_DEV_COUNT", gpu="0") == len(fake_nvml.gpus)
+    assert value(rows, "DCGM_FI_CUDA_DRIVER_VERSION", gpu="0") == fake_nvml.cuda_version
     assert [value(rows, f"DCGM_FI_DEV_{name}", gpu="0") for name in (
         "CORRECTABLE_REMAPPED_ROWS", "UNCORRECTABLE_REMAPPED_ROWS", "ROW_REMAP_PENDING", "ROW_REMAP_FAILURE")
     ] == [3, 1, 1, 0]

@@ -35,7 +35,8 @@ State file (every key optional; a field not given keeps its idle value from the 
 
 Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
 ``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time;
-``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` is 1 (GPU idle) while ``DCGM_FI_DEV_GPU_UTIL`` is 0, else 0.
+``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` is 1 (GPU idle) while ``DCGM_FI_DEV_GPU_UTIL`` is 0, else 0;
+``DCGM_FI_DEV_MIG_MODE`` is 1 on a GPU with ``mig`` instances; ``DCGM_FI_DEV_COUNT`` is the GPU count.
 Where ``processes`` are given, ``DCGM_FI_DEV_FB_USED`` defaults to their framebuffer sum and (outside MIG)
 ``DCGM_FI_DEV_GPU_UTIL`` to their SM utilisation sum, capped at 100.
 
@@ -426,6 +427,10 @@ class FakeBackend(Backend):
             if xid is None:
                 raise FieldUnavailable("no XID seen yet")
             return xid
+        if field.name == "DCGM_FI_DEV_MIG_MODE" and field.name not in source:
+            return int(bool(gpu.mig))
+        if field.name == "DCGM_FI_DEV_COUNT" and field.name not in source:
+            return self.gpu_count
         return self._value(entity.gpu, field, source, gpu.values)
 
     def _value(self, index: int, field: Field, source: dict[str, Value], gpu_values: dict[str, Value]) -> Value:

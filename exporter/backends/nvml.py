@@ -96,6 +96,9 @@ class DeviceContext:
     def utilization(self) -> Any:
         return self._once("util", lambda: self.nv.nvmlDeviceGetUtilizationRates(self.dev))
 
+    def power_limit_constraints(self) -> Any:
+        return self._once("limits", lambda: self.nv.nvmlDeviceGetPowerManagementLimitConstraints(self.gpu))
+
     def remapped_rows(self) -> Any:
         return self._once("remap", lambda: self.nv.nvmlDeviceGetRemappedRows(self.gpu))
 
