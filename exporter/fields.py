@@ -363,6 +363,16 @@ FIELDS: tuple[Field, ...] = (
        lambda c: _str(c.nv.nvmlDeviceGetSerial(c.gpu))),
     _F("DCGM_FI_DEV_VBIOS_VERSION", "label", "", "VBIOS version of the device", _G, "96.00.74.00.01",
        lambda c: _str(c.nv.nvmlDeviceGetVbiosVersion(c.gpu))),
+    _F("DCGM_FI_DEV_NAME", "label", "", "Name of the GPU device", _G, "NVIDIA H100 80GB HBM3",
+       lambda c: _str(c.nv.nvmlDeviceGetName(c.gpu))),
+    _F("DCGM_FI_DEV_UUID", "label", "", "UUID corresponding to the device", _G, "",
+       lambda c: _str(c.nv.nvmlDeviceGetUUID(c.gpu))),
+    _F("DCGM_FI_DEV_PCI_BUSID", "label", "", "PCI bus id of the device", _G, "",
+       lambda c: _str(c.pci_info().busId)),
+    _F("DCGM_FI_DEV_PCI_COMBINED_ID", "gauge", "id", "The combined 16-bit device id and 16-bit vendor id", _G,
+       0x233010DE, lambda c: c.pci_info().pciDeviceId),
+    _F("DCGM_FI_DEV_PCI_SUBSYS_ID", "gauge", "id", "The 32-bit Sub System Device ID", _G, 0x16C110DE,
+       lambda c: c.pci_info().pciSubSystemId),
 )
 
 # DCGM's legacy per-link NVLink bandwidth fields, read like the totals with the link as the field-value scope.

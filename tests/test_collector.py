@@ -276,13 +276,14 @@ def test_health_turns_503_when_collections_stop_arriving(tmp_path: Path) -> None
     assert collector.health() == (False, "no successful collection in the last 10s")
 
 
-def test_fake_derives_mig_mode_and_gpu_count(tmp_path: Path) -> None:
+def test_fake_derives_mig_mode_gpu_count_and_identity_labels(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     write_state(path, {"gpus": {"1": {"mig": [{"gpu_instance_id": 1, "profile": "7g.80gb"}]}}})
     backend = FakeBackend(3, str(path))
     backend.open()
-    csv = "DCGM_FI_DEV_MIG_MODE, gauge, MIG\nDCGM_FI_DEV_COUNT, gauge, GPUs\n"
+    csv = "DCGM_FI_DEV_MIG_MODE, gauge, MIG\nDCGM_FI_DEV_COUNT, gauge, GPUs\nDCGM_FI_DEV_UUID, label, UUID\n"
     collector = Collector(backend, parse_counters(csv, "c.csv"), CollectorOptions())
     _, rows = scrape(collector)
     assert [value(rows, "DCGM_FI_DEV_MIG_MODE", gpu=g) for g in ("0", "1", "2")] == [0, 1, 0]
     assert value(rows, "DCGM_FI_DEV_COUNT", gpu="2") == 3
+    assert series(rows, "DCGM_FI_DEV_COUNT", gpu="2")[0][1]["DCGM_FI_DEV_UUID"] == fake_gpu_uuid("", 2)

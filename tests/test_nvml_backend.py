@@ -305,6 +305,11 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     assert labels["DCGM_FI_DEV_BRAND"] == "NVIDIA"
     assert labels["DCGM_FI_DEV_SERIAL"] == fake_nvml.gpus[0].serial
     assert labels["DCGM_FI_NVML_VERSION"] == fake_nvml.nvml_version
+    gpu0 = fake_nvml.gpus[0]
+    assert (labels["DCGM_FI_DEV_NAME"], labels["DCGM_FI_DEV_UUID"], labels["DCGM_FI_DEV_PCI_BUSID"]) == (
+        gpu0.name, gpu0.uuid, gpu0.pci_bus_id)
+    assert value(rows, "DCGM_FI_DEV_PCI_COMBINED_ID", gpu="0") == gpu0.pci_device_id
+    assert value(rows, "DCGM_FI_DEV_PCI_SUBSYS_ID", gpu="0") == gpu0.pci_subsystem_id
     emitted = {r[0] for r in rows if r[0].startswith("DCGM_")}
     unsupported = {r[1]["field"] for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0
                    and r[1]["gpu"] == "0"}

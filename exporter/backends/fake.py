@@ -78,6 +78,7 @@ DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
 _GPU_KEYS = {"lost", "unsupported", "xid", "xid_events", "mig", "processes"}
 _MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid", "processes"}
 _PROCESS_KEYS = {"pid", "fb_used_mib", "sm_util"}
+_IDENTITY_LABELS = {"DCGM_FI_DEV_NAME": "model_name", "DCGM_FI_DEV_UUID": "uuid", "DCGM_FI_DEV_PCI_BUSID": "pci_bus_id"}
 _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
 
 
@@ -483,6 +484,8 @@ class FakeBackend(Backend):
             return "12." + self.driver_version
         if field.name == "DCGM_FI_DEV_SERIAL":
             return f"{1650000000000 + entity.gpu}"
+        if field.name in _IDENTITY_LABELS:
+            return getattr(entity, _IDENTITY_LABELS[field.name])
         if isinstance(field.idle, str) and field.idle:
             return field.idle
         raise FieldNotSupported(field.name)

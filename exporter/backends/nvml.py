@@ -96,6 +96,9 @@ class DeviceContext:
     def utilization(self) -> Any:
         return self._once("util", lambda: self.nv.nvmlDeviceGetUtilizationRates(self.dev))
 
+    def pci_info(self) -> Any:
+        return self._once("pci", lambda: self.nv.nvmlDeviceGetPciInfo(self.gpu))
+
     def power_limit_constraints(self) -> Any:
         return self._once("limits", lambda: self.nv.nvmlDeviceGetPowerManagementLimitConstraints(self.gpu))
 
