@@ -92,6 +92,31 @@ def _nvlink_errors(link: int, counter: str) -> NvmlReader:
     return read
 
 
+def _ecc_location(errors: str, counter: str, location: str) -> NvmlReader:
+    """DCGM's per-location ECC fields: ``nvmlDeviceGetMemoryErrorCounter`` (corrected = SBE, uncorrected = DBE)."""
+
+    def read(c: Any) -> int:
+        nv = c.nv
+        kinds = {"SBE": nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, "DBE": nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED}
+        counters = {"VOL": nv.NVML_VOLATILE_ECC, "AGG": nv.NVML_AGGREGATE_ECC}
+        locations = {"L1": nv.NVML_MEMORY_LOCATION_L1_CACHE, "L2": nv.NVML_MEMORY_LOCATION_L2_CACHE,
+                     "DEV": nv.NVML_MEMORY_LOCATION_DEVICE_MEMORY, "REG": nv.NVML_MEMORY_LOCATION_REGISTER_FILE,
+                     "TEX": nv.NVML_MEMORY_LOCATION_TEXTURE_MEMORY, "SHM": nv.NVML_MEMORY_LOCATION_TEXTURE_SHM,
+                     "CBU": nv.NVML_MEMORY_LOCATION_CBU, "SRM": nv.NVML_MEMORY_LOCATION_SRAM}
+        return nv.nvmlDeviceGetMemoryErrorCounter(c.gpu, kinds[errors], counters[counter], locations[location])
+
+    return read
+
+
+def _fb_used_ratio(c: Any) -> float:
+    """DCGM: used / (total - reserved), from memory info v2 of the GPU or GPU instance."""
+    memory = c.memory()
+    usable = memory.total - memory.reserved
+    if memory.total == 0 or usable <= 0:
+        raise c.unavailable("no usable framebuffer")
+    return memory.used / usable
+
+
 def _vgpu_license(c: Any) -> int:
     features = c.nv.nvmlDeviceGetGridLicensableFeatures(c.gpu)
     if not features.isGridLicenseSupported:
@@ -187,6 +212,8 @@ FIELDS: tuple[Field, ...] = (
        _pcie_throughput("NVML_PCIE_UTIL_RX_BYTES")),
     _F("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "count", "Total number of PCIe retries.", _G, 0,
        lambda c: c.nv.nvmlDeviceGetPcieReplayCounter(c.gpu)),
+    _F("DCGM_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS", "counter", "count", "Total number of PCIe correctable errors.",
+       _G, 0, lambda c: c.field_value(c.nv.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS)),
     _F("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", _I, 0, lambda c: c.utilization().gpu),
     _F("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", "Memory utilization (in %).", _I, 0,
        lambda c: c.utilization().memory),
@@ -217,6 +244,8 @@ FIELDS: tuple[Field, ...] = (
     _F("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "Framebuffer memory used (in MiB).", _I, 0, _fb("used")),
     _F("DCGM_FI_DEV_FB_RESERVED", "gauge", "MiB", "Framebuffer memory reserved (in MiB).", _I, 591,
        _fb("reserved")),
+    _F("DCGM_FI_DEV_FB_USED_PERCENT", "gauge", "ratio", "Ratio of framebuffer used to framebuffer not reserved.",
+       _I, 0.0, _fb_used_ratio),
     _F("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "count", "Total number of single-bit volatile ECC errors.", _G,
        0, _ecc("NVML_FI_DEV_ECC_SBE_VOL_TOTAL")),
     _F("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "count", "Total number of double-bit volatile ECC errors.", _G,
@@ -306,6 +335,9 @@ FIELDS: tuple[Field, ...] = (
        lambda c: c.nv.nvmlDeviceGetEccMode(c.gpu)[0]),
     _F("DCGM_FI_DEV_ECC_PENDING", "gauge", "0/1", "ECC mode after the next reboot.", _G, 1,
        lambda c: c.nv.nvmlDeviceGetEccMode(c.gpu)[1]),
+    _F("DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY", "gauge", "version",
+       "CUDA compute capability: major in the upper 16 bits, minor in the lower (9.0 = 589824).", _G, 9 << 16,
+       lambda c: (lambda major, minor: major << 16 | minor)(*c.nv.nvmlDeviceGetCudaComputeCapability(c.gpu))),
     _F("DCGM_FI_DEV_MINOR_NUMBER", "gauge", "number", "Device node minor number (/dev/nvidia#).", _G, 0,
        lambda c: c.nv.nvmlDeviceGetMinorNumber(c.gpu)),
     _F("DCGM_FI_DEV_COUNT", "gauge", "GPUs", "Number of GPUs on the node.", _G, 1,
@@ -381,6 +413,13 @@ FIELDS += tuple(
        f"NVLink {what} bandwidth on link {link} (in MB/s).", _G, 0, _nvlink_bandwidth(link, directions))
     for prefix, what, directions in (("", "RX+TX", "RX+TX"), ("TX_", "TX", "TX"), ("RX_", "RX", "RX"))
     for link in range(NVLINK_LINKS))
+# DCGM's ECC counts per memory location (L1/L2 cache, device memory, register file, texture, shared, CBU, SRAM).
+FIELDS += tuple(
+    _F(f"DCGM_FI_DEV_ECC_{errors}_{counter}_{location}", "counter", "count",
+       f"{'Single' if errors == 'SBE' else 'Double'}-bit {'volatile' if counter == 'VOL' else 'persistent'} ECC "
+       f"errors in {location}.", _G, 0, _ecc_location(errors, counter, location))
+    for counter in ("VOL", "AGG") for location in ("L1", "L2", "DEV", "REG", "TEX", "SHM", "CBU", "SRM")
+    for errors in ("SBE", "DBE"))
 # ... and per-link error counters (DCGM: flow-control CRC, data CRC, replay, recovery).
 FIELDS += tuple(
     _F(f"DCGM_FI_DEV_NVLINK_{counter}_ERROR_COUNT_L{link}", "counter", "count",

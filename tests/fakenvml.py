@@ -233,6 +233,9 @@ class FakeGpu(_FakeDevice):
         pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 87, pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX: 95})
     default_power_limit_mw: int | None = 700_000
     power_limit_range_mw: tuple[int, int] | None = (200_000, 700_000)
+    compute_capability: tuple[int, int] | None = (9, 0)
+    ecc_errors: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(NVML_MEMORY_ERROR_TYPE_*, NVML_VOLATILE/AGGREGATE_ECC, NVML_MEMORY_LOCATION_*) -> count; 0 when not set."""
     bar1_bytes: tuple[int, int] | None = (128 * 1024 * MIB, 2 * MIB + 5)  # total, used
     compute_mode: int | None = pynvml.NVML_COMPUTEMODE_DEFAULT
     persistence_mode: int | None = pynvml.NVML_FEATURE_ENABLED
@@ -834,6 +837,17 @@ class FakeNvml:
         info = _target(out)
         info.bar1Total, info.bar1Used, info.bar1Free = total, used, total - used
         return _OK
+
+    @_sym("nvmlDeviceGetCudaComputeCapability")
+    def _compute_capability(self, gpu: FakeGpu, mig: None, major: Any, minor: Any) -> int:
+        cc = gpu.compute_capability
+        return _put(major, cc and cc[0]) or _put(minor, cc and cc[1])
+
+    @_sym("nvmlDeviceGetMemoryErrorCounter")
+    def _memory_errors(self, gpu: FakeGpu, mig: None, kind: Any, counter: Any, location: Any, out: Any) -> int:
+        if gpu.ecc_mode is None or not gpu.ecc_mode[0]:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        return _put(out, gpu.ecc_errors.get((_in(kind), _in(counter), _in(location)), 0))
 
     @_sym("nvmlDeviceGetComputeMode")
     def _compute_mode(self, gpu: FakeGpu, mig: None, out: Any) -> int:

@@ -291,6 +291,9 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     fake_nvml.gpus[0].remapped_rows = (3, 1, 1, 0)  # correctable, uncorrectable, pending, failure
     fake_nvml.gpus[0].clocks_event_reasons = 0x4 | 0x20  # SW power cap + SW thermal slowdown
     fake_nvml.gpus[0].power_limit_mw = 350_500
+    fake_nvml.gpus[0].ecc_errors = {(pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC,
+                                     pynvml.NVML_MEMORY_LOCATION_L2_CACHE): 4}
+    fake_nvml.gpus[0].fields[pynvml.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS] = (ull, 11)
     fake_nvml.gpus[0].compute_mode = pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
     fake_nvml.gpus[0].ecc_mode = (pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_DISABLED)
     backend = NvmlBackend(pynvml)
@@ -342,6 +345,11 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     assert value(rows, "DCGM_FI_DEV_MINOR_NUMBER", gpu="1") == 1
     assert value(rows, "DCGM_FI_DEV_COUNT", gpu="0") == len(fake_nvml.gpus)
     assert value(rows, "DCGM_FI_CUDA_DRIVER_VERSION", gpu="0") == fake_nvml.cuda_version
+    assert value(rows, "DCGM_FI_DEV_ECC_SBE_AGG_L2", gpu="0") == 4
+    assert value(rows, "DCGM_FI_DEV_ECC_DBE_AGG_L2", gpu="0") == value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_L2", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS", gpu="0") == 11
+    assert value(rows, "DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY", gpu="0") == 9 << 16
+    assert value(rows, "DCGM_FI_DEV_FB_USED_PERCENT", gpu="0") == pytest.approx(20480 / (81559 - 567))
     assert [value(rows, f"DCGM_FI_DEV_{name}", gpu="0") for name in (
         "CORRECTABLE_REMAPPED_ROWS", "UNCORRECTABLE_REMAPPED_ROWS", "ROW_REMAP_PENDING", "ROW_REMAP_FAILURE")
     ] == [3, 1, 1, 0]
