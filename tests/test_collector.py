@@ -287,3 +287,15 @@ def test_fake_derives_mig_mode_gpu_count_and_identity_labels(tmp_path: Path) -> 
     assert [value(rows, "DCGM_FI_DEV_MIG_MODE", gpu=g) for g in ("0", "1", "2")] == [0, 1, 0]
     assert value(rows, "DCGM_FI_DEV_COUNT", gpu="2") == 3
     assert series(rows, "DCGM_FI_DEV_COUNT", gpu="2")[0][1]["DCGM_FI_DEV_UUID"] == fake_gpu_uuid("", 2)
+
+
+def test_fake_framebuffer_used_ratio_follows_used(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"0": {"DCGM_FI_DEV_FB_USED": 40484}}})
+    backend = FakeBackend(1, str(path))
+    backend.open()
+    collector = Collector(backend, parse_counters("DCGM_FI_DEV_FB_USED_PERCENT, gauge, x\n", "c.csv"),
+                          CollectorOptions())
+    _, rows = scrape(collector)
+    assert value(rows, "DCGM_FI_DEV_FB_USED_PERCENT", gpu="0") == pytest.approx(40484 / (81559 - 591))
+

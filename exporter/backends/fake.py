@@ -33,7 +33,8 @@ State file (every key optional; a field not given keeps its idle value from the 
   utilisation).
 - ``nvml_error``: a string makes the whole backend unavailable with that reason (``/health`` answers 503).
 
-Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
+Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved, ``DCGM_FI_DEV_FB_USED_PERCENT`` = used /
+(total - reserved); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
 ``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time;
 ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` is 1 (GPU idle) while ``DCGM_FI_DEV_GPU_UTIL`` is 0, else 0;
 ``DCGM_FI_DEV_MIG_MODE`` is 1 on a GPU with ``mig`` instances; ``DCGM_FI_DEV_COUNT`` is the GPU count.
@@ -444,6 +445,9 @@ class FakeBackend(Backend):
         if field.name == "DCGM_FI_DEV_FB_FREE":
             return max(0, int(get("DCGM_FI_DEV_FB_TOTAL") - get("DCGM_FI_DEV_FB_USED")
                               - get("DCGM_FI_DEV_FB_RESERVED")))
+        if field.name == "DCGM_FI_DEV_FB_USED_PERCENT":
+            usable = get("DCGM_FI_DEV_FB_TOTAL") - get("DCGM_FI_DEV_FB_RESERVED")
+            return get("DCGM_FI_DEV_FB_USED") / usable if usable > 0 else 0.0
         if field.name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" and "DCGM_FI_DEV_GPU_UTIL" in source:
             return source["DCGM_FI_DEV_GPU_UTIL"] / 100.0
         if field.name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS":  # an idle GPU drops its clocks: reason "GPU idle"
