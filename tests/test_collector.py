@@ -299,3 +299,20 @@ def test_fake_framebuffer_used_ratio_follows_used(tmp_path: Path) -> None:
     _, rows = scrape(collector)
     assert value(rows, "DCGM_FI_DEV_FB_USED_PERCENT", gpu="0") == pytest.approx(40484 / (81559 - 591))
 
+
+
+def test_fake_produces_every_field_of_the_table(tmp_path: Path) -> None:
+    """The demo and the tests can exercise every field the NVML backend reads: the fake has a value for each."""
+    from exporter.fields import FIELDS
+
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"0": {"xid_events": [13]}}})
+    backend = FakeBackend(1, str(path))
+    backend.open()
+    csv = "\n".join(f"{f.name}, {f.kind}, x" for f in FIELDS)
+    collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
+    _, rows = scrape(collector)
+    labels = series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")[0][1]
+    missing = [f.name for f in FIELDS if not (labels.get(f.name) if f.is_label else series(rows, f.name, gpu="0"))]
+    assert missing == []
+    assert not [r for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0]
