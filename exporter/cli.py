@@ -17,7 +17,7 @@ import typer
 
 import clikit
 from exporter.backends.base import Backend, BackendUnavailable
-from exporter.collector import Collector, CollectorOptions, PodAttribution
+from exporter.collector import DEFAULT_EVENT_WINDOW_MS, Collector, CollectorOptions, PodAttribution
 from exporter.counters import CountersError
 from exporter.counters_source import CONFIGMAP_UNSET, CountersReloader
 from exporter.kube_client import KubeClientError
@@ -142,6 +142,13 @@ def serve(
     kubeconfig: Annotated[str | None, typer.Option(
         "--kubeconfig", envvar="GPU_EXPORTER_KUBECONFIG",
         help="Kubernetes API credentials from this kubeconfig instead of the pod's service account.")] = None,
+    xid_count_window_size: Annotated[int, typer.Option(
+        "-x", "--xid-count-window-size", envvar="DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", min=1,
+        help="Window in milliseconds over which DCGM_EXP_XID_ERRORS_COUNT counts XIDs.")] = DEFAULT_EVENT_WINDOW_MS,
+    clock_events_count_window_size: Annotated[int, typer.Option(
+        "--clock-events-count-window-size", envvar="DCGM_EXPORTER_CLOCK_EVENTS_COUNT_WINDOW_SIZE", min=1,
+        help="Window in milliseconds over which DCGM_EXP_CLOCK_EVENTS_COUNT counts clock events.")
+    ] = DEFAULT_EVENT_WINDOW_MS,
     log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DCGM_EXPORTER_LOG_FORMAT")] = LogFormat.text,
     debug: Annotated[bool, typer.Option("--debug", envvar="DCGM_EXPORTER_DEBUG")] = False,
 ) -> None:
@@ -182,6 +189,8 @@ def serve(
         replace_blanks_in_model_name=replace_blanks_in_model_name,
         pods=pods,
         max_value_age_s=None if max_value_age is None else max_value_age / 1000.0,
+        xid_count_window_ms=xid_count_window_size,
+        clock_events_count_window_ms=clock_events_count_window_size,
     )
     try:
         server = MetricsServer(address, lambda: collector.snapshot, lambda: collector.health(),

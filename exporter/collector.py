@@ -28,7 +28,10 @@ from exporter.backends.base import (
 )
 from exporter.counters import Counter
 from exporter.entities import GpuEntity
+from exporter.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
 from exporter.exposition import Family, Labels, labels_of, render
+from exporter.field_catalogue import CLOCK_EVENTS_COUNT, XID_ERRORS_COUNT
+from exporter.fields import FIELDS_BY_NAME
 from exporter.hangwatch import HangWatch, WatchedBackend, WorkerAbandoned
 from exporter.pod_mapping import EntityKey, PodRef, build_pod_index, build_share_index, pod_labels_for
 from exporter.process_attribution import ProcessAttribution, SharedGpuResult, self_metric_families
@@ -41,6 +44,8 @@ if TYPE_CHECKING:  # grpc costs ~12 MiB of RSS; only Kubernetes mode loads it
 log = logging.getLogger("exporter.collector")
 
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+CLOCK_EVENTS_FIELD = FIELDS_BY_NAME["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]
+DEFAULT_EVENT_WINDOW_MS = 300_000  # dcgm-exporter's -x and --clock-events-count-window-size default: 5 minutes
 
 
 __all__ = ["Collector", "CollectorOptions", "PodAttribution", "Snapshot"]
@@ -81,14 +86,21 @@ class CollectorOptions:
     def hang_after_s(self) -> float:
         """How long one GPU's backend call may take before that GPU is left behind as hung."""
         return min(max(self.interval_s, 1.0), self.value_age_limit_s / 2)
+    xid_count_window_ms: int = DEFAULT_EVENT_WINDOW_MS
+    clock_events_count_window_ms: int = DEFAULT_EVENT_WINDOW_MS
 
 
 class Collector:
-    def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions) -> None:
+    def __init__(self, backend: Backend, counters: Sequence[Counter], options: CollectorOptions, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.backend = backend
+        self._clock = clock  # the windows' clock (XID event times come from the backend on the same clock)
         self.options = options
         self._watch = HangWatch()
         self._calls = WatchedBackend(backend, self._watch)  # GPU-specific calls, so a hung one names its GPU
+        self._xid_window = EventWindow(options.xid_count_window_ms)
+        self._clock_window = EventWindow(options.clock_events_count_window_ms)
+        self._no_clock_reasons: set[int] = set()  # GPUs that answered NotSupported: not probed again
         self._counters_wanted = self._counters_active = tuple(counters)
         self._use_counters(self._counters_active)
         self._unsupported: set[tuple[tuple[int, int | None], str]] = set()
@@ -127,8 +139,12 @@ class Collector:
         self._counters_wanted = tuple(counters)
 
     def _use_counters(self, counters: tuple[Counter, ...]) -> None:
-        self._metrics = [c for c in counters if not c.field.is_label]
-        self._label_fields = sorted((c for c in counters if c.field.is_label), key=lambda c: c.name)
+        self._metrics = [c for c in counters if not c.is_label and c.field is not None]
+        self._label_fields = sorted((c for c in counters if c.is_label and c.field is not None), key=lambda c: c.name)
+        self._never = [c for c in counters if c.unsupported]  # warned about at load; field_supported 0
+        windowed = {c.name: c for c in counters if c.windowed}
+        self._xid_count = windowed.get(XID_ERRORS_COUNT)
+        self._clock_count = windowed.get(CLOCK_EVENTS_COUNT)
         self._static_labels = {}
         self._counters_active = counters
 
@@ -232,6 +248,7 @@ class Collector:
             entities = self._current_entities()
             pods, shares = self._pod_labels(entities)
             healthy = self._read_all(entities, families, pods)
+            families.extend(self._windowed_families(entities, pods, healthy))
             families.extend(self._shared_families(entities, shares, healthy))
             self.backend_up, self.backend_error = True, None
             self.last_success = time.time()
@@ -305,6 +322,59 @@ class Collector:
         return labels, build_share_index(status.allocations, entities, id_type=pods.id_type,
                                          extra_resource_names=pods.extra_resource_names)
 
+    def _windowed_families(self, entities: list[GpuEntity], pods: dict[EntityKey, dict[str, str]],
+                           healthy: dict[int, bool]) -> list[Family]:
+        """DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (see exporter.event_windows)."""
+        now = self._clock()
+        families = []
+        events = self.backend.xid_events()  # drained every time, so the backend never hoards them
+        if self._xid_count is not None:
+            for event in events:
+                self._xid_window.record(event.gpu, event.at, [event.xid])
+            families.append(self._window_family(self._xid_count, self._xid_window, "xid", str, entities, pods,
+                                                healthy, now))
+        if self._clock_count is not None:
+            self._sample_clock_events(entities, healthy, now)
+            families.append(self._window_family(self._clock_count, self._clock_window, "clock_event",
+                                                CLOCK_EVENT_NAMES.__getitem__, entities, pods, healthy, now))
+        return families
+
+    def _sample_clock_events(self, entities: list[GpuEntity], healthy: dict[int, bool], now: float) -> None:
+        """One clock-event-reasons sample per GPU and collection (DCGM samples the field every interval)."""
+        sampled: set[int] = set()
+        for entity in entities:
+            if entity.gpu in sampled or entity.gpu in self._no_clock_reasons or not healthy.get(entity.gpu, False):
+                continue
+            sampled.add(entity.gpu)
+            try:
+                bitmask = int(self.backend.read(entity, CLOCK_EVENTS_FIELD))
+            except FieldNotSupported:
+                self._no_clock_reasons.add(entity.gpu)
+                continue
+            except (FieldUnavailable, DeviceLost):
+                continue  # no sample: the GPU reports 0 events, as dcgm-exporter does for blank values
+            self._clock_window.record(entity.gpu, now, clock_event_bits(bitmask))
+
+    def _window_family(self, counter: Counter, window: EventWindow, label: str, label_value: Callable[[int], str],
+                       entities: list[GpuEntity], pods: dict[EntityKey, dict[str, str]], healthy: dict[int, bool],
+                       now: float) -> Family:
+        family = Family(counter.name, counter.kind, counter.help)
+        size: Labels = (("window_size_in_ms", str(window.window_ms)),)
+        counts_by_gpu: dict[int, dict[int, int]] = {}
+        for entity in entities:
+            if not healthy.get(entity.gpu, False):
+                continue
+            if entity.gpu not in counts_by_gpu:
+                counts_by_gpu[entity.gpu] = window.counts(entity.gpu, now)
+            base = self._base_labels(entity) + size
+            pod_labels = _pod_label_pairs(pods.get(entity.key), (*base, (label, "")))
+            counts = counts_by_gpu[entity.gpu]
+            if not counts:
+                family.add(base + pod_labels, 0)
+            for value, count in sorted(counts.items()):
+                family.add((*base, (label, label_value(value)), *pod_labels), count)
+        return family
+
     def _shared_families(self, entities: list[GpuEntity], shares: dict[EntityKey, tuple[PodRef, ...]],
                          healthy: dict[int, bool]) -> list[Family]:
         """Per-pod families of shared GPUs (Kubernetes mode with process attribution); none for failed GPUs."""
@@ -337,7 +407,7 @@ class Collector:
             pod_labels = _pod_label_pairs(pods.get(entity.key), base)
             for i, value in rows:
                 extra: Labels = ()
-                if self._metrics[i].name == XID_FIELD:
+                if self._metrics[i].field.name == XID_FIELD:  # type: ignore[union-attr]
                     extra = (("err_code", str(int(value))), ("err_msg", xid_message(int(value))))
                 families[i].add(base + extra + pod_labels, value)
         # Series of a GPU that failed part-way through are dropped whole, not left half-reported.
@@ -353,7 +423,7 @@ class Collector:
             if key in self._unsupported:
                 continue
             try:
-                rows.append((i, self._calls.read(entity, counter.field)))
+                rows.append((i, self._calls.read(entity, counter.field)))  # type: ignore[arg-type]
             except FieldNotSupported as exc:
                 self._unsupported.add(key)
                 log.info("%s not supported on %s: %s (omitted from now on)", counter.name, _where(entity), exc)
@@ -377,8 +447,10 @@ class Collector:
             pairs.append((opts.hostname_label, opts.hostname))
         for counter in self._label_fields:
             try:
-                pairs.append((counter.name, self._calls.label(entity, counter.field)))
-            except (FieldNotSupported, FieldUnavailable):
+                pairs.append((counter.name, self._calls.label(entity, counter.field)))  # type: ignore[arg-type]
+            except FieldNotSupported:
+                self._unsupported.add((entity.key, counter.name))
+            except FieldUnavailable:
                 continue
         labels = labels_of(pairs)
         self._static_labels[entity.key] = labels
@@ -410,9 +482,14 @@ class Collector:
         for entity in self._entities if self.backend_up else []:
             where = labels_of([("gpu", str(entity.gpu)),
                                ("GPU_I_ID", None if entity.gpu_instance_id is None else str(entity.gpu_instance_id))])
-            for counter in self._metrics:
+            for counter in (*self._metrics, *self._label_fields):
                 ok = (entity.key, counter.name) not in self._unsupported
                 supported.add((*where, ("field", counter.name)), int(ok))
+            for counter in self._never:
+                supported.add((*where, ("field", counter.name)), 0)
+            for counter in (self._xid_count, self._clock_count):
+                if counter is not None:
+                    supported.add((*where, ("field", counter.name)), 1)
         fams.extend(self._pod_self_metrics())
         if self._shared is not None:
             fams.extend(self_metric_families(self._shared))

@@ -1,15 +1,27 @@
-"""Read a dcgm-exporter counters CSV (``-f``): ``FIELD, type, help`` per line, ``#`` comments."""
+"""Read a dcgm-exporter counters CSV (``-f``): ``FIELD, type, help`` per line, ``#`` comments.
+
+A name is resolved the way dcgm-exporter resolves it: any DCGM field name (current, deprecated alias or 1.x
+lowercase name) or one of dcgm-exporter's ``DCGM_EXP_*`` counters; any other name stops the exporter with the
+file, line and name. A DCGM field this exporter cannot produce is kept as an *unsupported* counter: warned about
+once here, never read, and reported as ``gpu_exporter_field_supported{field=...} 0``. The metric (or label) is
+named as the file writes it, as dcgm-exporter does.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from exporter.fields import FIELDS_BY_NAME, Field
+from exporter import field_catalogue
+from exporter.fields import Field
+
+log = logging.getLogger("exporter.counters")
 
 DEFAULT_COUNTERS_NAME = "default-counters.csv"
 _TYPES = ("gauge", "counter", "label")
+_WINDOWED = (field_catalogue.XID_ERRORS_COUNT, field_catalogue.CLOCK_EVENTS_COUNT)
 
 
 class CountersError(ValueError):
@@ -18,15 +30,26 @@ class CountersError(ValueError):
 
 @dataclass(frozen=True)
 class Counter:
-    """One active line of the counters file: the field plus the type and help the file gives it."""
+    """One active line of the counters file: the name and type and help the file gives it, and what produces it.
 
-    field: Field
+    ``field`` is the field-table row that reads it; ``None`` for dcgm-exporter's windowed counters
+    (``DCGM_EXP_XID_ERRORS_COUNT``, ``DCGM_EXP_CLOCK_EVENTS_COUNT``, computed by the collector) and for
+    unsupported counters, which carry the reason in ``unsupported``.
+    """
+
+    name: str
     kind: str
     help: str
+    field: Field | None = None
+    unsupported: str | None = None
 
     @property
-    def name(self) -> str:
-        return self.field.name
+    def is_label(self) -> bool:
+        return self.kind == "label"
+
+    @property
+    def windowed(self) -> bool:
+        return self.name in _WINDOWED and self.unsupported is None
 
 
 def parse_counters(text: str, source: str) -> tuple[Counter, ...]:
@@ -42,21 +65,39 @@ def parse_counters(text: str, source: str) -> tuple[Counter, ...]:
             raise CountersError(f"{where}: expected 'FIELD, type, help', got {line!r}")
         name, kind = parts[0], parts[1].lower()
         help_text = parts[2] if len(parts) == 3 else ""
-        field = FIELDS_BY_NAME.get(name)
-        if field is None:
-            raise CountersError(f"{where}: unknown field {name!r} (not a DCGM field this exporter can read)")
-        if kind not in _TYPES:
-            raise CountersError(f"{where}: field {name}: unknown type {parts[1]!r} (expected gauge, counter or label)")
-        if (kind == "label") != field.is_label:
-            expected = "label" if field.is_label else "gauge or counter"
-            raise CountersError(f"{where}: field {name}: type {kind!r} not possible, {name} is a {expected} field")
-        if name in seen:
-            raise CountersError(f"{where}: field {name} is listed twice (first on line {seen[name]})")
+        if name in seen:  # dcgm-exporter's own 1.x file lists one field twice; the first line wins
+            log.warning("%s: %s is listed again (first on line %d); this line is ignored", where, name, seen[name])
+            continue
+        counter = _counter(name, kind, help_text, where, raw_type=parts[1])
         seen[name] = lineno
-        counters.append(Counter(field, kind, help_text or field.help))
-    if not any(not c.field.is_label for c in counters):
-        raise CountersError(f"{source}: no metric fields listed")
+        if counter.unsupported:
+            log.warning("%s: %s is not produced by this exporter (%s); skipped, reported as "
+                        "gpu_exporter_field_supported 0", where, name, counter.unsupported)
+        counters.append(counter)
+    if not any(not c.is_label and (c.field is not None or c.windowed) for c in counters):
+        raise CountersError(f"{source}: no metric fields listed that this exporter produces")
     return tuple(counters)
+
+
+def _counter(name: str, kind: str, help_text: str, where: str, raw_type: str) -> Counter:
+    if kind not in _TYPES:
+        raise CountersError(f"{where}: field {name}: unknown type {raw_type!r} (expected gauge, counter or label)")
+    if name in field_catalogue.EXPORTER_COUNTERS:
+        if kind == "label":
+            raise CountersError(f"{where}: field {name}: type 'label' not possible, {name} is a metric")
+        if name in _WINDOWED:
+            return Counter(name, kind, help_text)
+        return Counter(name, kind, help_text, unsupported=field_catalogue.unsupported_reason(name))
+    dcgm = field_catalogue.lookup(name)
+    if dcgm is None:
+        raise CountersError(f"{where}: unknown field {name!r} (not a DCGM field nor a dcgm-exporter counter)")
+    field = field_catalogue.implementation(dcgm)
+    if field is None:
+        return Counter(name, kind, help_text, unsupported=field_catalogue.unsupported_reason(name))
+    if (kind == "label") != field.is_label:
+        expected = "label" if field.is_label else "gauge or counter"
+        raise CountersError(f"{where}: field {name}: type {kind!r} not possible, {name} is a {expected} field")
+    return Counter(name, kind, help_text or field.help, field)
 
 
 def load_counters(path: str | None) -> tuple[Counter, ...]:

@@ -221,6 +221,26 @@ class FakeGpu(_FakeDevice):
     mem_clock_mhz: int | None = 2619
     max_sm_clock_mhz: int | None = 1980
     max_mem_clock_mhz: int | None = 2619
+    video_clock_mhz: int | None = 1755
+    max_video_clock_mhz: int | None = 1980
+    app_sm_clock_mhz: int | None = 1755
+    app_mem_clock_mhz: int | None = 2619
+    clocks_event_reasons: int | None = 0x1  # GPU idle
+    pstate: int | None = 0
+    fan_speed_pct: int | None = None  # SXM boards have no fan NVML can read
+    temp_thresholds_c: dict[int, int] = field(default_factory=lambda: {
+        pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: 89,
+        pynvml.NVML_TEMPERATURE_THRESHOLD_GPU_MAX: 87, pynvml.NVML_TEMPERATURE_THRESHOLD_MEM_MAX: 95})
+    default_power_limit_mw: int | None = 700_000
+    power_limit_range_mw: tuple[int, int] | None = (200_000, 700_000)
+    compute_capability: tuple[int, int] | None = (9, 0)
+    ecc_errors: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(NVML_MEMORY_ERROR_TYPE_*, NVML_VOLATILE/AGGREGATE_ECC, NVML_MEMORY_LOCATION_*) -> count; 0 when not set."""
+    bar1_bytes: tuple[int, int] | None = (128 * 1024 * MIB, 2 * MIB + 5)  # total, used
+    compute_mode: int | None = pynvml.NVML_COMPUTEMODE_DEFAULT
+    persistence_mode: int | None = pynvml.NVML_FEATURE_ENABLED
+    ecc_mode: tuple[int, int] | None = (pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_ENABLED)  # current, pending
+    pcie_link: tuple[int, int, int, int] | None = (5, 16, 5, 16)  # current gen, width, max gen, max width
     gpu_temp_c: int | None = 36
     memory_temp_c: int | None = 44
     power_mw: int | None = 118_512
@@ -237,6 +257,8 @@ class FakeGpu(_FakeDevice):
     pcie_rx_kbps: int | None = 67_890
     nvlink_tx_kib: list[int] = field(default_factory=lambda: [1000 + i for i in range(18)])
     nvlink_rx_kib: list[int] = field(default_factory=lambda: [2000 + i for i in range(18)])
+    nvlink_errors: dict[tuple[int, int], int] = field(default_factory=dict)
+    """(link, NVML_NVLINK_ERROR_DL_* counter) -> count; links are those of ``nvlink_tx_kib``; 0 when not set."""
     remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)
     grid_license_supported: bool = False
     grid_features: list[FakeGridFeature] = field(default_factory=list)
@@ -724,14 +746,54 @@ class FakeNvml:
     @_sym("nvmlDeviceGetClockInfo")
     def _clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
         sm, mem = gpu.sm_clock_mhz, gpu.mem_clock_mhz
-        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem}
+        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem,
+                  pynvml.NVML_CLOCK_VIDEO: gpu.video_clock_mhz}
         return _put(out, clocks.get(_in(kind)))
 
     @_sym("nvmlDeviceGetMaxClockInfo")
     def _max_clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
         sm, mem = gpu.max_sm_clock_mhz, gpu.max_mem_clock_mhz
-        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem}
+        clocks = {pynvml.NVML_CLOCK_GRAPHICS: sm, pynvml.NVML_CLOCK_SM: sm, pynvml.NVML_CLOCK_MEM: mem,
+                  pynvml.NVML_CLOCK_VIDEO: gpu.max_video_clock_mhz}
         return _put(out, clocks.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetApplicationsClock")
+    def _app_clock(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
+        clocks = {pynvml.NVML_CLOCK_SM: gpu.app_sm_clock_mhz, pynvml.NVML_CLOCK_MEM: gpu.app_mem_clock_mhz}
+        return _put(out, clocks.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetCurrentClocksEventReasons")
+    @_sym("nvmlDeviceGetCurrentClocksThrottleReasons")
+    def _clocks_event_reasons(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.clocks_event_reasons)
+
+    @_sym("nvmlDeviceGetPerformanceState")
+    def _pstate(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pstate)
+
+    @_sym("nvmlDeviceGetFanSpeed")
+    def _fan(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.fan_speed_pct)
+
+    @_sym("nvmlDeviceGetTemperatureThreshold")
+    def _temperature_threshold(self, gpu: FakeGpu, mig: None, kind: Any, out: Any) -> int:
+        return _put(out, gpu.temp_thresholds_c.get(_in(kind)))
+
+    @_sym("nvmlDeviceGetCurrPcieLinkGeneration")
+    def _pcie_gen(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[0])
+
+    @_sym("nvmlDeviceGetCurrPcieLinkWidth")
+    def _pcie_width(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[1])
+
+    @_sym("nvmlDeviceGetMaxPcieLinkGeneration")
+    def _pcie_max_gen(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[2])
+
+    @_sym("nvmlDeviceGetMaxPcieLinkWidth")
+    def _pcie_max_width(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.pcie_link and gpu.pcie_link[3])
 
     @_sym("nvmlDeviceGetTemperature")
     def _temperature(self, gpu: FakeGpu, mig: None, sensor: Any, out: Any) -> int:
@@ -759,6 +821,50 @@ class FakeNvml:
     @_sym("nvmlDeviceGetEnforcedPowerLimit")
     def _power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:
         return _put(out, gpu.power_limit_mw)
+
+    @_sym("nvmlDeviceGetPowerManagementLimitConstraints")
+    def _power_limit_range(self, gpu: FakeGpu, mig: None, low: Any, high: Any) -> int:
+        limits = gpu.power_limit_range_mw
+        return _put(low, limits and limits[0]) or _put(high, limits and limits[1])
+
+    @_sym("nvmlDeviceGetBAR1MemoryInfo", mig_ok=True)
+    def _bar1(self, gpu: FakeGpu, mig: FakeMigDevice | None, out: Any) -> int:
+        if gpu.bar1_bytes is None:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        total, used = gpu.bar1_bytes
+        if mig is not None:  # a GPU instance sees its share of the aperture
+            total, used = total // 8, used // 8
+        info = _target(out)
+        info.bar1Total, info.bar1Used, info.bar1Free = total, used, total - used
+        return _OK
+
+    @_sym("nvmlDeviceGetCudaComputeCapability")
+    def _compute_capability(self, gpu: FakeGpu, mig: None, major: Any, minor: Any) -> int:
+        cc = gpu.compute_capability
+        return _put(major, cc and cc[0]) or _put(minor, cc and cc[1])
+
+    @_sym("nvmlDeviceGetMemoryErrorCounter")
+    def _memory_errors(self, gpu: FakeGpu, mig: None, kind: Any, counter: Any, location: Any, out: Any) -> int:
+        if gpu.ecc_mode is None or not gpu.ecc_mode[0]:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        return _put(out, gpu.ecc_errors.get((_in(kind), _in(counter), _in(location)), 0))
+
+    @_sym("nvmlDeviceGetComputeMode")
+    def _compute_mode(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.compute_mode)
+
+    @_sym("nvmlDeviceGetPersistenceMode")
+    def _persistence_mode(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.persistence_mode)
+
+    @_sym("nvmlDeviceGetEccMode")
+    def _ecc_mode(self, gpu: FakeGpu, mig: None, current: Any, pending: Any) -> int:
+        modes = gpu.ecc_mode
+        return _put(current, modes and modes[0]) or _put(pending, modes and modes[1])
+
+    @_sym("nvmlDeviceGetPowerManagementDefaultLimit")
+    def _default_power_limit(self, gpu: FakeGpu, mig: None, out: Any) -> int:
+        return _put(out, gpu.default_power_limit_mw)
 
     @_sym("nvmlDeviceGetTotalEnergyConsumption")
     def _energy(self, gpu: FakeGpu, mig: None, out: Any) -> int:
@@ -821,6 +927,14 @@ class FakeNvml:
             if ret == _OK:
                 setattr(slot.value, _VALUE_MEMBER[vtype], value)
         return _OK
+
+    @_sym("nvmlDeviceGetNvLinkErrorCounter")
+    def _nvlink_error(self, gpu: FakeGpu, mig: None, link: Any, counter: Any, out: Any) -> int:
+        if not gpu.nvlink_tx_kib:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        if _in(link) >= len(gpu.nvlink_tx_kib):
+            return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        return _put(out, gpu.nvlink_errors.get((_in(link), _in(counter)), 0))
 
     @_sym("nvmlDeviceGetRemappedRows")
     def _remapped_rows(self, gpu: FakeGpu, mig: None, corr: Any, unc: Any, pend: Any, fail: Any) -> int:

@@ -274,3 +274,45 @@ def test_health_turns_503_when_collections_stop_arriving(tmp_path: Path) -> None
     # a sampling thread stuck in a driver call: the last success ages past max(3 intervals, 10 s)
     collector.last_success = time.time() - 11
     assert collector.health() == (False, "no successful collection in the last 10s")
+
+
+def test_fake_derives_mig_mode_gpu_count_and_identity_labels(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"1": {"mig": [{"gpu_instance_id": 1, "profile": "7g.80gb"}]}}})
+    backend = FakeBackend(3, str(path))
+    backend.open()
+    csv = "DCGM_FI_DEV_MIG_MODE, gauge, MIG\nDCGM_FI_DEV_COUNT, gauge, GPUs\nDCGM_FI_DEV_UUID, label, UUID\n"
+    collector = Collector(backend, parse_counters(csv, "c.csv"), CollectorOptions())
+    _, rows = scrape(collector)
+    assert [value(rows, "DCGM_FI_DEV_MIG_MODE", gpu=g) for g in ("0", "1", "2")] == [0, 1, 0]
+    assert value(rows, "DCGM_FI_DEV_COUNT", gpu="2") == 3
+    assert series(rows, "DCGM_FI_DEV_COUNT", gpu="2")[0][1]["DCGM_FI_DEV_UUID"] == fake_gpu_uuid("", 2)
+
+
+def test_fake_framebuffer_used_ratio_follows_used(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"0": {"DCGM_FI_DEV_FB_USED": 40484}}})
+    backend = FakeBackend(1, str(path))
+    backend.open()
+    collector = Collector(backend, parse_counters("DCGM_FI_DEV_FB_USED_PERCENT, gauge, x\n", "c.csv"),
+                          CollectorOptions())
+    _, rows = scrape(collector)
+    assert value(rows, "DCGM_FI_DEV_FB_USED_PERCENT", gpu="0") == pytest.approx(40484 / (81559 - 591))
+
+
+
+def test_fake_produces_every_field_of_the_table(tmp_path: Path) -> None:
+    """The demo and the tests can exercise every field the NVML backend reads: the fake has a value for each."""
+    from exporter.fields import FIELDS
+
+    path = tmp_path / "state.json"
+    write_state(path, {"gpus": {"0": {"xid_events": [13]}}})
+    backend = FakeBackend(1, str(path))
+    backend.open()
+    csv = "\n".join(f"{f.name}, {f.kind}, x" for f in FIELDS)
+    collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
+    _, rows = scrape(collector)
+    labels = series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")[0][1]
+    missing = [f.name for f in FIELDS if not (labels.get(f.name) if f.is_label else series(rows, f.name, gpu="0"))]
+    assert missing == []
+    assert not [r for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0]

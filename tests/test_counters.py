@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.counters import CountersError, load_counters, parse_counters
+from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
 
 def test_built_in_default_set_is_dcgm_exporters_plus_fb_total() -> None:
@@ -52,13 +53,12 @@ DCGM_FI_DRIVER_VERSION, label, Driver Version
     ("line", "message"),
     [
         ("DCGM_FI_DEV_NOT_A_FIELD, gauge, x", "cm.csv:2: unknown field 'DCGM_FI_DEV_NOT_A_FIELD'"),
+        ("DCGM_EXP_NOT_A_COUNTER, gauge, x", "cm.csv:2: unknown field 'DCGM_EXP_NOT_A_COUNTER'"),
+        ("dcgm_not_a_1x_name, gauge, x", "cm.csv:2: unknown field 'dcgm_not_a_1x_name'"),
         ("DCGM_FI_DEV_GPU_UTIL, histogram, x", "cm.csv:2: field DCGM_FI_DEV_GPU_UTIL: unknown type 'histogram'"),
         ("DCGM_FI_DEV_GPU_UTIL, label, x", "cm.csv:2: field DCGM_FI_DEV_GPU_UTIL: type 'label' not possible"),
         ("DCGM_FI_DRIVER_VERSION, gauge, x", "cm.csv:2: field DCGM_FI_DRIVER_VERSION: type 'gauge' not possible"),
-        (
-            "DCGM_FI_DEV_SM_CLOCK, gauge, again",
-            "cm.csv:2: field DCGM_FI_DEV_SM_CLOCK is listed twice (first on line 1)",
-        ),
+        ("DCGM_EXP_XID_ERRORS_COUNT, label, x", "cm.csv:2: field DCGM_EXP_XID_ERRORS_COUNT: type 'label'"),
         ("just-one-column", "cm.csv:2: expected 'FIELD, type, help'"),
     ],
 )
@@ -147,3 +147,99 @@ def test_gpu_operator_counters_all_enabled_load() -> None:
     )
     counters = parse_counters(text, "dcp-metrics-included.csv")
     assert len(counters) == len(GPU_OPERATOR_FIELDS) + len(GPU_OPERATOR_LABELS)
+
+
+# --- the DCGM field catalogue and how counters-file names resolve ------------------------------------------------
+
+# Facts from DCGM's dcgmlib/dcgm_fields.h (ids, names, deprecated aliases) and dcgmlib/src/dcgm_fields.cpp
+# (value type, unit, entity level), at DCGM 72fa3fe (4.6.0), as exporter/dcgm_catalogue.py holds them.
+@pytest.mark.parametrize(("name", "fid", "canonical", "ftype", "unit"), [
+    ("DCGM_FI_DRIVER_VERSION", 1, "DCGM_FI_SYSTEM_DRIVER_VERSION", "string", ""),
+    ("DCGM_FI_DEV_SM_CLOCK", 100, "DCGM_FI_DEV_SM_CLOCK", "int64", ""),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 112, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "int64", ""),
+    ("DCGM_FI_DEV_GPU_TEMP", 150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS", "int64", "C"),
+    ("DCGM_FI_DEV_POWER_USAGE", 155, "DCGM_FI_DEV_BOARD_POWER_WATTS", "double", "W"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 156, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "int64", "mJ"),
+    ("DCGM_FI_DEV_GPU_UTIL", 203, "DCGM_FI_DEV_GPU_UTIL_RATIO", "int64", ""),
+    ("DCGM_FI_DEV_GPU_UTIL_RATIO", 203, "DCGM_FI_DEV_GPU_UTIL_RATIO", "int64", ""),
+    ("DCGM_FI_DEV_XID_ERRORS", 230, "DCGM_FI_DEV_XID_ERROR", "int64", ""),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", 449, "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL", "int64", "MB/s"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1001, "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "double", ""),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", 1009, "DCGM_FI_PROF_PCIE_TX_BYTES", "int64", ""),
+    ("dcgm_gpu_temp", 150, "DCGM_FI_DEV_GPU_TEMP_CELSIUS", "int64", "C"),  # go-dcgm's 1.x names
+    ("dcgm_fi_prof_pcie_tx_bytes", 1009, "DCGM_FI_PROF_PCIE_TX_BYTES", "int64", ""),
+])
+def test_catalogue_holds_dcgms_facts(name: str, fid: int, canonical: str, ftype: str, unit: str) -> None:
+    from exporter.field_catalogue import lookup
+
+    found = lookup(name)
+    assert found is not None
+    assert (found.id, found.name, found.type, found.unit) == (fid, canonical, ftype, unit)
+
+
+def test_catalogue_covers_dcgm_and_agrees_with_the_field_table() -> None:
+    from exporter import dcgm_catalogue
+    from exporter.field_catalogue import lookup
+    from exporter.fields import FIELDS
+
+    assert len(dcgm_catalogue.FIELDS) > 600 and len(dcgm_catalogue.OTHER_NAMES) > 300  # DCGM 4.6: 646 ids
+    for field in FIELDS:  # every row we produce is a DCGM field, text fields are labels, numbers are series
+        dcgm = lookup(field.name)
+        assert dcgm is not None, field.name
+        assert (dcgm.type == "string") == field.is_label, field.name
+        assert dcgm.type in ("int64", "double", "string"), field.name
+
+
+def test_names_resolve_as_dcgm_exporter_resolves_them() -> None:
+    text = """DCGM_FI_DEV_GPU_UTIL_RATIO, gauge, DCGM 4.6 name
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, deprecated alias
+dcgm_gpu_temp, gauge, 1.x name
+DCGM_EXP_XID_ERRORS_COUNT, counter, exporter counter
+"""
+    counters = parse_counters(text, "names.csv")
+    assert [(c.name, c.field.name if c.field else None) for c in counters] == [
+        ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_GPU_UTIL"),
+        ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"),
+        ("dcgm_gpu_temp", "DCGM_FI_DEV_GPU_TEMP"),  # the series is named as the file writes it
+        ("DCGM_EXP_XID_ERRORS_COUNT", None),
+    ]
+    assert counters[3].windowed and counters[3].unsupported is None
+
+
+def test_unsupported_dcgm_field_is_warned_once_with_the_reason(caplog: pytest.LogCaptureFixture) -> None:
+    text = """DCGM_FI_DEV_GPU_UTIL, gauge, util
+DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN, gauge, NVSwitch
+DCGM_FI_DEV_CPU_UTIL_TOTAL, gauge, Grace
+DCGM_EXP_GPU_HEALTH_STATUS, counter, health
+DCGM_FI_DEV_GPU_UTIL, gauge, listed again
+"""
+    with caplog.at_level("WARNING", logger="exporter.counters"):
+        counters = parse_counters(text, "mixed.csv")
+    assert [(c.name, c.unsupported is not None) for c in counters] == [
+        ("DCGM_FI_DEV_GPU_UTIL", False), ("DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN", True),
+        ("DCGM_FI_DEV_CPU_UTIL_TOTAL", True), ("DCGM_EXP_GPU_HEALTH_STATUS", True)]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 4  # three unsupported fields and the repeated line, each once
+    assert warnings[0].startswith(
+        "mixed.csv:2: DCGM_FI_DEV_NVSWITCH_TEMPERATURE_LIMIT_SLOWDOWN is not produced by this exporter (")
+    assert "NVSwitch" in warnings[0] and "Grace CPU" in warnings[1] and "health-watch" in warnings[2]
+    assert warnings[3] == "mixed.csv:5: DCGM_FI_DEV_GPU_UTIL is listed again (first on line 1); this line is ignored"
+
+
+def test_a_file_of_only_unsupported_fields_is_an_error() -> None:
+    with pytest.raises(CountersError, match="no metric fields listed that this exporter produces"):
+        parse_counters("DCGM_FI_DEV_CPU_UTIL_TOTAL, gauge, Grace\n", "cpu.csv")
+
+
+# --- dcgm-exporter's own files and the GPU Operator's (../shared/reference, never copied here) ---------------------
+
+@pytest.mark.parametrize("name", ["default-counters.csv", "dcp-metrics-included.csv", "1.x-compatibility-metrics.csv"])
+@pytest.mark.parametrize("enable_all", [False, True])
+def test_reference_counters_files_load(name: str, enable_all: bool) -> None:
+    text = reference_file(name).read_text()
+    if enable_all:
+        text = every_line_enabled(text)
+    counters = parse_counters(text, name)
+    assert {c.name for c in counters} == {name for name, _ in listed_fields(text)}
+    for counter in counters:  # each is produced, or a windowed exporter counter, or unsupported with a reason
+        assert (counter.field is not None) + counter.windowed + bool(counter.unsupported) == 1, counter

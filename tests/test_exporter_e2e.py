@@ -106,7 +106,7 @@ def test_bad_counters_and_state_files_are_named(tmp_path: Path) -> None:
     csv.write_text("DCGM_FI_DEV_GPU_UTIL, gauge, ok\nDCGM_FI_DEV_MADE_UP, gauge, nope\n")
     result = run_cli("--backend", "fake", "-f", str(csv))
     assert result.stderr.strip() == f"gpu-exporter: error: {csv}:2: unknown field 'DCGM_FI_DEV_MADE_UP' " \
-                                    "(not a DCGM field this exporter can read)"
+                                    "(not a DCGM field nor a dcgm-exporter counter)"
     state = tmp_path / "state.json"
     state.write_text('{"gpus": {"0": {"DCGM_FI_DEV_GPU_UTL": 5}}}')
     result = run_cli("--backend", "fake", "--fake-state", str(state))

@@ -82,6 +82,46 @@ def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
     assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == 0
 
 
+def test_nvlink_per_link_bandwidth_direction_and_errors(fake_nvml: FakeNvml) -> None:
+    from exporter.counters import parse_counters
+
+    csv = "\n".join(f"DCGM_FI_DEV_NVLINK_{name}, gauge, x" for name in (
+        "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL",
+        "BANDWIDTH_L12")) + "\n" + "\n".join(f"DCGM_FI_DEV_NVLINK_{name}_ERROR_COUNT_L{link}, counter, x"
+                                              for name in ("CRC_FLIT", "REPLAY") for link in (2, 12))
+    gpu0 = fake_nvml.gpus[0]
+    gpu0.nvlink_errors = {(2, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT): 5, (2, pynvml.NVML_NVLINK_ERROR_DL_REPLAY): 1}
+    gpu0.nvlink_tx_kib, gpu0.nvlink_rx_kib = gpu0.nvlink_tx_kib[:12], gpu0.nvlink_rx_kib[:12]  # an A100: 12 links
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    collector = Collector(backend, parse_counters(csv, "nvlink.csv"), CollectorOptions())
+    try:
+        scrape(collector)
+        with fake_nvml.lock:
+            gpu0.nvlink_tx_kib = [kib + (40_000 if link == 3 else 0) for link, kib in enumerate(gpu0.nvlink_tx_kib)]
+            gpu0.nvlink_rx_kib = [kib + 10_000 for kib in gpu0.nvlink_rx_kib]
+        time.sleep(0.5)
+        rows = scrape(collector)
+    finally:
+        backend.close()
+    # DCGM's per-link fields: the same delta KiB / s / 1000, with the link as the scope; ~0.5 s between samples
+    rate = {name: value(rows, f"DCGM_FI_DEV_NVLINK_{name}", gpu="0") for name in (
+        "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL")}
+    assert 40 < rate["TX_BANDWIDTH_L3"] <= 80 and 10 < rate["RX_BANDWIDTH_L3"] <= 20  # <= 1 s between samples
+    assert abs(rate["BANDWIDTH_L3"] - rate["TX_BANDWIDTH_L3"] - rate["RX_BANDWIDTH_L3"]) <= 2
+    assert abs(rate["TX_BANDWIDTH_TOTAL"] - rate["TX_BANDWIDTH_L3"]) <= 1  # only link 3 sent
+    assert abs(rate["RX_BANDWIDTH_TOTAL"] - 12 * rate["RX_BANDWIDTH_L3"]) <= 12  # 12 links received alike
+    # link 12 does not exist on this GPU: unsupported there, read on GPU 1 (18 links)
+    assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_BANDWIDTH_L12") == 0
+    assert not series(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="0")
+    assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="1") == 0
+    # per-link error counters: nvmlDeviceGetNvLinkErrorCounter(link, counter); link 12 absent on GPU 0 likewise
+    assert value(rows, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L2", gpu="0") == 5
+    assert value(rows, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L2", gpu="0") == 1
+    assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L12") == 0
+    assert value(rows, "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L12", gpu="1") == 0
+
+
 def test_not_supported_is_probed_once_then_omitted(fake_nvml: FakeNvml) -> None:
     fake_nvml.fail("nvmlDeviceGetPowerUsage", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=1)
     fake_nvml.gpus[1].memory_temp_c = None  # per-field NOT_SUPPORTED inside nvmlDeviceGetFieldValues
@@ -248,6 +288,14 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
     fake_nvml.gpus[0].fields = {pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL: (ull, 7),
                                 pynvml.NVML_FI_DEV_PERF_POLICY_THERMAL: (ull, 123_456_789)}
+    fake_nvml.gpus[0].remapped_rows = (3, 1, 1, 0)  # correctable, uncorrectable, pending, failure
+    fake_nvml.gpus[0].clocks_event_reasons = 0x4 | 0x20  # SW power cap + SW thermal slowdown
+    fake_nvml.gpus[0].power_limit_mw = 350_500
+    fake_nvml.gpus[0].ecc_errors = {(pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, pynvml.NVML_AGGREGATE_ECC,
+                                     pynvml.NVML_MEMORY_LOCATION_L2_CACHE): 4}
+    fake_nvml.gpus[0].fields[pynvml.NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS] = (ull, 11)
+    fake_nvml.gpus[0].compute_mode = pynvml.NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+    fake_nvml.gpus[0].ecc_mode = (pynvml.NVML_FEATURE_ENABLED, pynvml.NVML_FEATURE_DISABLED)
     backend = NvmlBackend(pynvml)
     backend.open()
     collector = Collector(backend, parse_counters(csv, "all.csv"), CollectorOptions())
@@ -260,15 +308,96 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
     assert labels["DCGM_FI_DEV_BRAND"] == "NVIDIA"
     assert labels["DCGM_FI_DEV_SERIAL"] == fake_nvml.gpus[0].serial
     assert labels["DCGM_FI_NVML_VERSION"] == fake_nvml.nvml_version
+    gpu0 = fake_nvml.gpus[0]
+    assert (labels["DCGM_FI_DEV_NAME"], labels["DCGM_FI_DEV_UUID"], labels["DCGM_FI_DEV_PCI_BUSID"]) == (
+        gpu0.name, gpu0.uuid, gpu0.pci_bus_id)
+    assert value(rows, "DCGM_FI_DEV_PCI_COMBINED_ID", gpu="0") == gpu0.pci_device_id
+    assert value(rows, "DCGM_FI_DEV_PCI_SUBSYS_ID", gpu="0") == gpu0.pci_subsystem_id
     emitted = {r[0] for r in rows if r[0].startswith("DCGM_")}
     unsupported = {r[1]["field"] for r in rows if r[0] == "gpu_exporter_field_supported" and r[2] == 0
                    and r[1]["gpu"] == "0"}
-    numeric = {f.name for f in FIELDS if not f.is_label}
-    assert emitted | unsupported | {"DCGM_FI_DEV_XID_ERRORS"} == numeric
+    as_labels = {f.name for f in FIELDS if f.is_label and f.name in labels}
+    assert emitted | as_labels | unsupported | {"DCGM_FI_DEV_XID_ERRORS"} == {f.name for f in FIELDS}
     # what the simulated H100 supports must come out
     for name in ("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ROW_REMAP_FAILURE"):
         assert name in emitted
+    assert "DCGM_FI_DEV_FAN_SPEED" in unsupported  # the simulated SXM board has no fan NVML can read
+    # each newer reader goes through its NVML call and conversion
+    assert value(rows, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu="0") == 0x24
+    assert value(rows, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", gpu="1") == 1  # GPU idle
+    assert value(rows, "DCGM_FI_DEV_VIDEO_CLOCK", gpu="0") == 1755
+    assert value(rows, "DCGM_FI_DEV_MAX_VIDEO_CLOCK", gpu="0") == 1980
+    assert value(rows, "DCGM_FI_DEV_APP_SM_CLOCK", gpu="0") == 1755
+    assert value(rows, "DCGM_FI_DEV_SLOWDOWN_TEMP", gpu="0") == 89
+    assert value(rows, "DCGM_FI_DEV_SHUTDOWN_TEMP", gpu="0") == 92
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT_DEF", gpu="0") == 700.0
+    assert value(rows, "DCGM_FI_DEV_PCIE_LINK_WIDTH", gpu="0") == 16
+    assert value(rows, "DCGM_FI_DEV_PSTATE", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT_MIN", gpu="0") == 200.0
+    assert value(rows, "DCGM_FI_DEV_POWER_MGMT_LIMIT", gpu="0") == 350.0  # 350,500 mW: DCGM keeps whole watts
+    assert value(rows, "DCGM_FI_DEV_GPU_MAX_OP_TEMP", gpu="0") == 87
+    assert value(rows, "DCGM_FI_DEV_MEM_MAX_OP_TEMP", gpu="0") == 95
+    assert [value(rows, f"DCGM_FI_DEV_BAR1_{k}", gpu="0") for k in ("TOTAL", "USED", "FREE")] == [131072, 2, 131069]
+    assert value(rows, "DCGM_FI_DEV_COMPUTE_MODE", gpu="0") == 2  # NVML's exclusive-process in DCGM's numbering
+    assert value(rows, "DCGM_FI_DEV_PERSISTENCE_MODE", gpu="0") == 1
+    assert value(rows, "DCGM_FI_DEV_MIG_MODE", gpu="0") == 0
+    assert (value(rows, "DCGM_FI_DEV_ECC_CURRENT", gpu="0"), value(rows, "DCGM_FI_DEV_ECC_PENDING", gpu="0")) == (1, 0)
+    assert value(rows, "DCGM_FI_DEV_MINOR_NUMBER", gpu="1") == 1
+    assert value(rows, "DCGM_FI_DEV_COUNT", gpu="0") == len(fake_nvml.gpus)
+    assert value(rows, "DCGM_FI_CUDA_DRIVER_VERSION", gpu="0") == fake_nvml.cuda_version
+    assert value(rows, "DCGM_FI_DEV_ECC_SBE_AGG_L2", gpu="0") == 4
+    assert value(rows, "DCGM_FI_DEV_ECC_DBE_AGG_L2", gpu="0") == value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_L2", gpu="0") == 0
+    assert value(rows, "DCGM_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS", gpu="0") == 11
+    assert value(rows, "DCGM_FI_DEV_CUDA_COMPUTE_CAPABILITY", gpu="0") == 9 << 16
+    assert value(rows, "DCGM_FI_DEV_FB_USED_PERCENT", gpu="0") == pytest.approx(20480 / (81559 - 567))
+    assert [value(rows, f"DCGM_FI_DEV_{name}", gpu="0") for name in (
+        "CORRECTABLE_REMAPPED_ROWS", "UNCORRECTABLE_REMAPPED_ROWS", "ROW_REMAP_PENDING", "ROW_REMAP_FAILURE")
+    ] == [3, 1, 1, 0]
     # NVML field values decode by their value type
     assert value(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="0") == 7
     assert value(rows, "DCGM_FI_DEV_THERMAL_VIOLATION", gpu="0") == 123_456_789
     assert not series(rows, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", gpu="1")
+
+
+def test_clock_event_reasons_on_a_driver_before_the_rename(fake_nvml: FakeNvml) -> None:
+    """Drivers before R535 have only nvmlDeviceGetCurrentClocksThrottleReasons; the field still reads."""
+    from exporter.fields import FIELDS_BY_NAME
+
+    fake_nvml.hide_symbol("nvmlDeviceGetCurrentClocksEventReasons")
+    fake_nvml.gpus[0].clocks_event_reasons = 0x8  # HW slowdown
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    try:
+        entity = backend.entities("f")[0]
+        backend.begin_collection()
+        assert backend.read(entity, FIELDS_BY_NAME["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"]) == 0x8
+    finally:
+        backend.close()
+    assert fake_nvml.missing_symbols["nvmlDeviceGetCurrentClocksEventReasons"] >= 1
+
+
+
+def test_xid_events_counted_in_the_window(fake_nvml: FakeNvml) -> None:
+    from exporter.counters import parse_counters
+
+    csv = "DCGM_FI_DEV_XID_ERRORS, gauge, last XID\nDCGM_EXP_XID_ERRORS_COUNT, counter, XIDs in the window\n"
+    backend = NvmlBackend(pynvml)
+    backend.open()
+    collector = Collector(backend, parse_counters(csv, "xid.csv"), CollectorOptions(xid_count_window_ms=120_000))
+    counted: dict[tuple[str, str | None], float] = {}
+    try:
+        scrape(collector)
+        assert fake_nvml.wait_for_event_registration(0, timeout=5)
+        assert fake_nvml.wait_for_event_registration(1, timeout=5)
+        for gpu, xid in ((0, 79), (0, 79), (1, 48)):
+            fake_nvml.inject_xid(gpu, xid)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and sum(counted.values()) < 3:
+            rows = scrape(collector)
+            counted = {(r[1]["gpu"], r[1].get("xid")): r[2] for r in series(rows, "DCGM_EXP_XID_ERRORS_COUNT")}
+            time.sleep(0.05)
+    finally:
+        collector.stop()
+        backend.close()
+    assert counted == {("0", "79"): 2, ("1", "48"): 1}
+    assert {r[1]["window_size_in_ms"] for r in series(rows, "DCGM_EXP_XID_ERRORS_COUNT")} == {"120000"}

@@ -51,6 +51,15 @@ class ProcessReport:
     sm_util_supported: bool
 
 
+@dataclass(frozen=True)
+class XidEvent:
+    """One XID the driver reported for a GPU, at ``at`` (``time.monotonic()``)."""
+
+    gpu: int
+    xid: int
+    at: float
+
+
 class Backend(ABC):
     """Reads fields for GPU entities.
 
@@ -87,6 +96,10 @@ class Backend(ABC):
 
     def start_events(self) -> None:
         """Start watching for XID events, if the backend has them."""
+
+    def xid_events(self) -> list[XidEvent]:
+        """XID events received since the previous call (they feed ``DCGM_EXP_XID_ERRORS_COUNT``)."""
+        return []
 
     def stop_events(self) -> None: ...
 

@@ -20,6 +20,11 @@ State file (every key optional; a field not given keeps its idle value from the 
 - ``lost``: the GPU behaves like NVML's GpuIsLost: its series disappear until it is back.
 - ``unsupported``: fields that answer NotSupported, as on hardware that lacks them.
 - ``xid``: the last XID error (no XID series until one is set, as with NVML events).
+- ``xid_events``: XID events as an append-only log of codes (GPU level). Entries not seen before are events
+  happening when the file is (re)read; they feed ``DCGM_EXP_XID_ERRORS_COUNT``, and the newest is the GPU's last
+  XID unless ``xid`` says otherwise. Rewriting the list shorter starts a new log.
+- Clock events: set ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` to a bitmask (e.g. 4, power cap); every collection
+  samples it for ``DCGM_EXP_CLOCK_EVENTS_COUNT``.
 - ``mig``: GPU instances (dcgm-exporter flex mode then reports them instead of the GPU). GPU-level fields
   come from the GPU's own keys; instance-level fields (framebuffer, XID, profiling) from the instance's keys.
   Utilisation, encoder and decoder answer NotSupported under MIG, as NVML does.
@@ -32,8 +37,11 @@ State file (every key optional; a field not given keeps its idle value from the 
   it (the blocked call polls the file). ``hang`` at the top level: each collection blocks at its start (the whole
   driver hung).
 
-Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved; ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
-``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time.
+Derived values: ``DCGM_FI_DEV_FB_FREE`` = total - used - reserved, ``DCGM_FI_DEV_FB_USED_PERCENT`` = used /
+(total - reserved); ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` =
+``DCGM_FI_DEV_GPU_UTIL`` / 100; ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` integrates the power draw over time;
+``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` is 1 (GPU idle) while ``DCGM_FI_DEV_GPU_UTIL`` is 0, else 0;
+``DCGM_FI_DEV_MIG_MODE`` is 1 on a GPU with ``mig`` instances; ``DCGM_FI_DEV_COUNT`` is the GPU count.
 Where ``processes`` are given, ``DCGM_FI_DEV_FB_USED`` defaults to their framebuffer sum and (outside MIG)
 ``DCGM_FI_DEV_GPU_UTIL`` to their SM utilisation sum, capped at 100.
 
@@ -63,6 +71,7 @@ from exporter.backends.base import (
     FieldUnavailable,
     GpuProcess,
     ProcessReport,
+    XidEvent,
     select_entities,
 )
 from exporter.entities import GpuEntity
@@ -71,9 +80,10 @@ from exporter.fields import FIELDS_BY_NAME, MIB, Field, Value
 log = logging.getLogger("exporter.fake")
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
-_GPU_KEYS = {"lost", "unsupported", "xid", "mig", "processes", "hang"}
+_GPU_KEYS = {"lost", "unsupported", "xid", "xid_events", "mig", "processes", "hang"}
 _MIG_KEYS = {"gpu_instance_id", "profile", "compute_instances", "unsupported", "xid", "processes"}
 _PROCESS_KEYS = {"pid", "fb_used_mib", "sm_util"}
+_IDENTITY_LABELS = {"DCGM_FI_DEV_NAME": "model_name", "DCGM_FI_DEV_UUID": "uuid", "DCGM_FI_DEV_PCI_BUSID": "pci_bus_id"}
 _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
 
 
@@ -118,6 +128,7 @@ class _GpuState:
     hang: bool = False
     unsupported: frozenset[str] = frozenset()
     xid: int | None = None
+    xid_events: tuple[int, ...] = ()
     mig: tuple[_MigState, ...] = ()
     processes: tuple[_ProcessState, ...] = ()
 
@@ -166,6 +177,7 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
             hang=_typed(doc, "hang", bool, False, where, fail),
             unsupported=_unsupported(doc, where, fail),
             xid=_typed(doc, "xid", int, None, where, fail),
+            xid_events=_xid_events(doc, where, fail),
             mig=tuple(_parse_mig(m, f"{where}.mig[{i}]", fail) for i, m in enumerate(migs)),
             processes=_parse_processes(doc, where, fail, utilisation=True),
         )
@@ -176,6 +188,14 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
     if not isinstance(hang, bool):
         raise fail("hang", f"must be bool, got {hang!r}")
     return FakeState(gpus=gpus, nvml_error=nvml_error, hang=hang)
+
+
+def _xid_events(doc: dict[str, Any], where: str, fail: Callable[[str, str], FakeStateError]) -> tuple[int, ...]:
+    events = doc.get("xid_events", [])
+    if not isinstance(events, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                               for x in events):
+        raise fail(f"{where}.xid_events", "must be a list of XID codes (non-negative integers)")
+    return tuple(events)
 
 
 def _parse_mig(doc: Any, where: str, fail: Callable[[str, str], FakeStateError]) -> _MigState:
@@ -309,6 +329,8 @@ class FakeBackend(Backend):
         self._state_stamp: tuple[int, int] | None = None
         self._energy_mj: dict[int, float] = {}
         self._energy_at: dict[int, float] = {}
+        self._xid_seen: dict[int, int] = {}
+        self._xid_new: list[XidEvent] = []
         self.state_errors_total = 0
         self.last_state_error: str | None = None
 
@@ -318,6 +340,7 @@ class FakeBackend(Backend):
         if self.state_path is not None:
             self._state = read_state_file(self.state_path, self.gpu_count)
             self._state_stamp = self._stamp()
+            self._note_xid_events()
 
     def close(self) -> None:
         pass
@@ -338,6 +361,7 @@ class FakeBackend(Backend):
             self._state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
             self._state_stamp = stamp
             self.last_state_error = None
+            self._note_xid_events()
         except FakeStateError as exc:
             self.state_errors_total += 1
             if str(exc) != self.last_state_error:
@@ -356,6 +380,20 @@ class FakeBackend(Backend):
     def _unless_hung(self, index: int) -> None:
         if self._gpu(index).hang:
             self._block_while(lambda state: (state.gpus.get(index) or _GpuState()).hang)
+    def _note_xid_events(self) -> None:
+        """Entries appended to a GPU's ``xid_events`` since the last read are XID events happening now."""
+        now = self._clock()
+        for index in range(self.gpu_count):
+            log_ = self._gpu(index).xid_events
+            seen = self._xid_seen.get(index, 0)
+            if len(log_) < seen:  # the log was rewritten: start over
+                seen = 0
+            self._xid_new.extend(XidEvent(index, xid, now) for xid in log_[seen:])
+            self._xid_seen[index] = len(log_)
+
+    def xid_events(self) -> list[XidEvent]:
+        events, self._xid_new = self._xid_new, []
+        return events
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
@@ -414,9 +452,15 @@ class FakeBackend(Backend):
             raise FieldNotSupported(f"{field.name} is not supported on MIG-enabled GPUs")
         if field.name == "DCGM_FI_DEV_XID_ERRORS":
             xid = mig.xid if in_instance and mig else gpu.xid
+            if xid is None and not in_instance and gpu.xid_events:
+                xid = gpu.xid_events[-1]
             if xid is None:
                 raise FieldUnavailable("no XID seen yet")
             return xid
+        if field.name == "DCGM_FI_DEV_MIG_MODE" and field.name not in source:
+            return int(bool(gpu.mig))
+        if field.name == "DCGM_FI_DEV_COUNT" and field.name not in source:
+            return self.gpu_count
         return self._value(entity.gpu, field, source, gpu.values)
 
     def _value(self, index: int, field: Field, source: dict[str, Value], gpu_values: dict[str, Value]) -> Value:
@@ -429,8 +473,13 @@ class FakeBackend(Backend):
         if field.name == "DCGM_FI_DEV_FB_FREE":
             return max(0, int(get("DCGM_FI_DEV_FB_TOTAL") - get("DCGM_FI_DEV_FB_USED")
                               - get("DCGM_FI_DEV_FB_RESERVED")))
+        if field.name == "DCGM_FI_DEV_FB_USED_PERCENT":
+            usable = get("DCGM_FI_DEV_FB_TOTAL") - get("DCGM_FI_DEV_FB_RESERVED")
+            return get("DCGM_FI_DEV_FB_USED") / usable if usable > 0 else 0.0
         if field.name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" and "DCGM_FI_DEV_GPU_UTIL" in source:
             return source["DCGM_FI_DEV_GPU_UTIL"] / 100.0
+        if field.name == "DCGM_FI_DEV_CLOCKS_EVENT_REASONS":  # an idle GPU drops its clocks: reason "GPU idle"
+            return 0x1 if get("DCGM_FI_DEV_GPU_UTIL") == 0 else 0
         if field.name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
             power = gpu_values.get("DCGM_FI_DEV_POWER_USAGE", FIELDS_BY_NAME["DCGM_FI_DEV_POWER_USAGE"].idle)
             return self._energy(index, float(power))
@@ -469,6 +518,8 @@ class FakeBackend(Backend):
             return "12." + self.driver_version
         if field.name == "DCGM_FI_DEV_SERIAL":
             return f"{1650000000000 + entity.gpu}"
+        if field.name in _IDENTITY_LABELS:
+            return getattr(entity, _IDENTITY_LABELS[field.name])
         if isinstance(field.idle, str) and field.idle:
             return field.idle
         raise FieldNotSupported(field.name)

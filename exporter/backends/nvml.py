@@ -21,6 +21,7 @@ from exporter.backends.base import (
     FieldUnavailable,
     GpuProcess,
     ProcessReport,
+    XidEvent,
     mig_profile_name,
     select_entities,
 )
@@ -95,6 +96,12 @@ class DeviceContext:
     def utilization(self) -> Any:
         return self._once("util", lambda: self.nv.nvmlDeviceGetUtilizationRates(self.dev))
 
+    def pci_info(self) -> Any:
+        return self._once("pci", lambda: self.nv.nvmlDeviceGetPciInfo(self.gpu))
+
+    def power_limit_constraints(self) -> Any:
+        return self._once("limits", lambda: self.nv.nvmlDeviceGetPowerManagementLimitConstraints(self.gpu))
+
     def remapped_rows(self) -> Any:
         return self._once("remap", lambda: self.nv.nvmlDeviceGetRemappedRows(self.gpu))
 
@@ -104,6 +111,14 @@ class DeviceContext:
             return nv.nvmlDeviceGetTemperatureV(self.gpu, nv.NVML_TEMPERATURE_GPU)
         except nv.NVMLError_FunctionNotFound:
             return nv.nvmlDeviceGetTemperature(self.gpu, nv.NVML_TEMPERATURE_GPU)
+
+    def clock_event_reasons(self) -> int:
+        """The clock-event (throttle) reasons bitmask; drivers before R535 only have the throttle-named call."""
+        nv = self.nv
+        try:
+            return nv.nvmlDeviceGetCurrentClocksEventReasons(self.gpu)
+        except nv.NVMLError_FunctionNotFound:
+            return nv.nvmlDeviceGetCurrentClocksThrottleReasons(self.gpu)
 
     def field_value(self, field_id: int, *, scope: int | None = None, as_uint: bool = False) -> Value:
         """One NVML field value, decoded by its value type; a per-field error raises like a call would."""
@@ -147,6 +162,10 @@ class DeviceContext:
     def unavailable(reason: str) -> FieldUnavailable:
         return FieldUnavailable(reason)
 
+    @staticmethod
+    def not_supported(reason: str) -> FieldNotSupported:
+        return FieldNotSupported(reason)
+
 
 @dataclass
 class _Handles:
@@ -163,6 +182,8 @@ class XidWatcher:
         self._nv = nv
         self._gpu_handles = gpu_handles
         self._last: dict[tuple[int, int | None], tuple[int, float]] = {}
+        self._pending: list[XidEvent] = []
+        self._pending_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.events_total = 0
@@ -183,8 +204,17 @@ class XidWatcher:
         return max(found, key=lambda c: c[1])[0] if found else None
 
     def record(self, gpu: int, gpu_instance_id: int | None, xid: int) -> None:
-        self._last[(gpu, gpu_instance_id)] = (xid, time.monotonic())
+        now = time.monotonic()
+        self._last[(gpu, gpu_instance_id)] = (xid, now)
+        with self._pending_lock:
+            self._pending.append(XidEvent(gpu, xid, now))
         self.events_total += 1
+
+    def drain(self) -> list[XidEvent]:
+        """Events recorded since the previous drain (the collector thread counts them in its windows)."""
+        with self._pending_lock:
+            events, self._pending = self._pending, []
+        return events
 
     def _run(self) -> None:
         nv = self._nv
@@ -500,6 +530,9 @@ class NvmlBackend(Backend):
         if self.xid is None:
             self.xid = XidWatcher(self.nv, lambda: dict(self._gpu_handles))
             self.xid.start()
+
+    def xid_events(self) -> list[XidEvent]:
+        return self.xid.drain() if self.xid is not None else []
 
     def stop_events(self) -> None:
         if self.xid is not None:

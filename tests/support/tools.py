@@ -43,9 +43,14 @@ def find_tool(name: str) -> str | None:
 
 def missing(name: str) -> None:
     """Fail (under CI) or skip (elsewhere) the current test because ``name`` is not installed."""
-    message = f"{name} is not installed; install it with: {INSTALL.get(name, f'your package manager ({name})')}"
+    unavailable(f"{name} is not installed; install it with: {INSTALL.get(name, f'your package manager ({name})')}",
+                "a required tool is missing")
+
+
+def unavailable(message: str, what: str) -> None:
+    """Fail (under CI) or skip (elsewhere) the current test because something it needs is absent."""
     if under_ci():
-        pytest.fail(f"CI=true and a required tool is missing: {message}", pytrace=False)
+        pytest.fail(f"CI=true and {what}: {message}", pytrace=False)
     pytest.skip(message)
 
 
