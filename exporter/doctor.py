@@ -111,7 +111,7 @@ def query_nvidia_smi(exe: str, properties: Sequence[str], timeout: float = 30.0)
 # -- our side ----------------------------------------------------------------------------------------------
 def doctor_counters(backend: Backend) -> list[Counter]:
     """Every field of the table this backend can try (NVML: those with an NVML reader)."""
-    return [Counter(f, f.kind, f.help) for f in FIELDS if backend.name != "nvml" or f.nvml is not None]
+    return [Counter(f.name, f.kind, f.help, f) for f in FIELDS if backend.name != "nvml" or f.nvml is not None]
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
