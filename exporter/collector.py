@@ -72,6 +72,17 @@ class CollectorOptions:
     replace_blanks_in_model_name: bool = False
     enumerate_every_s: float = 30.0
     pods: PodAttribution | None = None
+    old_namespace: bool = False  # --use-old-namespace: dcgm-exporter 1.x label names
+
+
+# dcgm-exporter's --use-old-namespace: ``uuid`` for the GPU entity's ``UUID`` (collector/gpu_collector.go) and the
+# pod labels' 1.x names (transformation/const.go).
+OLD_NAMESPACE_LABELS = {"UUID": "uuid", "pod": "pod_name", "namespace": "pod_namespace",
+                        "container": "container_name"}
+
+
+def rename_labels(labels: Labels, names: dict[str, str]) -> Labels:
+    return tuple((names.get(k, k), v) for k, v in labels)
 
 
 class Collector:
@@ -246,7 +257,9 @@ class Collector:
                 extra: Labels = ()
                 if self._metrics[i].name == XID_FIELD:
                     extra = (("err_code", str(int(value))), ("err_msg", xid_message(int(value))))
-                families[i].add(base + extra + pod_labels, value)
+                labels = base + extra + pod_labels
+                families[i].add(rename_labels(labels, OLD_NAMESPACE_LABELS) if self.options.old_namespace else labels,
+                                value)
         # Series of a GPU that failed part-way through are dropped whole, not left half-reported.
         if lost_now:
             for fam in families:

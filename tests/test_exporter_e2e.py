@@ -31,7 +31,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
 def test_http_contract(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     write_state(state, {"gpus": {"0": {"DCGM_FI_DEV_GPU_UTIL": 42}}})
-    exporter = ExporterProcess(["--backend", "fake", "--fake-gpus", "2", "--fake-state", str(state),
+    exporter = ExporterProcess(["--backend", "fake", "--fake-gpu-count", "2", "--fake-state", str(state),
                                 "--collect-interval", "200"])
     try:
         c = exporter.client
@@ -196,7 +196,7 @@ def test_scrapes_during_collection_always_see_a_whole_snapshot(tmp_path: Path) -
 
     import httpx
 
-    exporter = ExporterProcess(["--backend", "fake", "--fake-gpus", "64", "-c", "100"])
+    exporter = ExporterProcess(["--backend", "fake", "--fake-gpu-count", "64", "-c", "100"])
 
     def scrape_many(_: int) -> list[tuple[int, int]]:
         seen = []
