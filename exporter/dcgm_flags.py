@@ -293,7 +293,8 @@ def parse(args: Sequence[str], environ: Mapping[str, str],
         if flag.disposition is B:
             action = "help" if flag.name == "help" else "version"
             continue
-        value = True if text is None else _convert(flag, text, spelling)
+        where = spelling if spelling.lstrip("-") == flag.name else f"{spelling} (--{flag.name})"
+        value = True if text is None else _convert(flag, text, where)
         if flag.kind == "stringSlice" and sources.get(flag.field) == "flag":
             value = values[flag.field] + value
         values[flag.field], sources[flag.field] = value, "flag"
@@ -314,7 +315,7 @@ def parse(args: Sequence[str], environ: Mapping[str, str],
 
 
 def usage(prog: str) -> str:
-    lines = [f"usage: {prog} [flags]", "", "Export NVIDIA GPU metrics with dcgm-exporter's names and labels.", "",
+    lines = [f"Usage: {prog} [flags]", "", "Export NVIDIA GPU metrics with dcgm-exporter's names and labels.", "",
              "flags (environment variables apply when the flag is not given):"]
     for flag in FLAGS:
         names = ", ".join([*(f"-{a}" for a in flag.aliases), f"--{flag.name}"])

@@ -84,8 +84,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--no-such-flag"], "No such option: --no-such-flag"),
-    (["--backend", "fake", "-c", "soon"], "'--collect-interval'"),
+    (["--no-such-flag"], "flag provided but not defined: --no-such-flag"),
+    (["--backend", "fake", "-c", "soon"], "invalid value 'soon' for -c (--collect-interval): expected an integer"),
     (["--backend", "fake", "-f", "/missing/counters.csv"], "/missing/counters.csv: cannot read counters file"),
     (["--backend", "fake", "--fake-state", "/missing/state.json"], "/missing/state.json: cannot read fake state"),
     (["--backend", "fake", "-a", "localhost"], "invalid listen address 'localhost'"),
