@@ -58,8 +58,10 @@ def prometheus_config(
     metrics_path: str = "/metrics",
     rule_files: Sequence[str | Path] = (),
     evaluation_interval: str | None = None,
+    scrape_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``prometheus.yml`` document for one scrape job over ``targets``."""
+    """The ``prometheus.yml`` document for one scrape job over ``targets``; ``scrape_options`` adds keys to the
+    scrape config (``scheme``, ``tls_config``, ``basic_auth``)."""
     return {
         "global": {
             "scrape_interval": scrape_interval,
@@ -73,6 +75,7 @@ def prometheus_config(
                 "honor_labels": honor_labels,
                 "metrics_path": metrics_path,
                 "static_configs": _static_configs(targets),
+                **(scrape_options or {}),
             }
         ],
     }
@@ -100,6 +103,7 @@ class PrometheusServer:
         startup_timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
         tmp_prefix: str = "prometheus-",
+        scrape_options: Mapping[str, Any] | None = None,
     ) -> None:
         exe = shutil.which(binary)
         if exe is None:
@@ -117,6 +121,7 @@ class PrometheusServer:
             metrics_path=metrics_path,
             rule_files=rule_files,
             evaluation_interval=evaluation_interval,
+            scrape_options=scrape_options,
         )
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         cmd = [
