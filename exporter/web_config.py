@@ -192,11 +192,12 @@ def _tls_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
     if not (tls.get("key_file") or tls.get("key")):
         raise WebConfigError(f"{where}: missing one of key or key_file")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
+    for key, attribute, default in (("min_version", "minimum_version", "TLS12"),
+                                    ("max_version", "maximum_version", "TLS13")):
         name = str(tls.get(key) or default)
         if name not in _VERSIONS:
             raise WebConfigError(f"{where}.{key}: unknown TLS version {name!r} (expected {', '.join(_VERSIONS)})")
-        setattr(ctx, key, _VERSIONS[name])
+        setattr(ctx, attribute, _VERSIONS[name])
     cert = _file(base, tls["cert_file"], f"{where}.cert_file") if tls.get("cert_file") else None
     key = _file(base, tls["key_file"], f"{where}.key_file") if tls.get("key_file") else None
     cert_path, key_path, temporary = _inline_pair(cert, key, tls)
