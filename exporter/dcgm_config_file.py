@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from exporter.goduration import DurationError, parse_duration
+from exporter.yaml_file import load_yaml, strict_mapping
 
 
 class ConfigFileError(ValueError):
@@ -32,14 +31,7 @@ class ConfigFile:
 
 
 def _keys(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigFileError(f"{where}: expected a mapping")
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        raise ConfigFileError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(sorted(allowed))})")
-    return value
+    return strict_mapping(value, where, allowed, ConfigFileError)
 
 
 def _interval_ms(value: Any, where: str) -> int:
@@ -58,13 +50,7 @@ def _interval_ms(value: Any, where: str) -> int:
 
 
 def load_config_file(path: str) -> ConfigFile:
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigFileError(f"{path}: cannot read config file: {getattr(exc, 'strerror', None) or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigFileError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
-    top = _keys(doc, path, {"version", "metrics", "collection"})
+    top = _keys(load_yaml(path, "config file", ConfigFileError), path, {"version", "metrics", "collection"})
     version = top.get("version", "v1")
     if str(version) not in ("v1", "1"):
         raise ConfigFileError(f"{path}: version: {version!r} is not supported (expected v1)")

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import bcrypt
-import yaml
+
+from exporter.yaml_file import load_yaml, strict_mapping
 
 _TLS_KEYS = {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
              "client_allowed_sans", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites",
@@ -113,14 +114,7 @@ class RateLimiter:
 
 
 def _mapping(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise WebConfigError(f"{where}: expected a mapping")
-    unknown = sorted(str(k) for k in value if k not in allowed)
-    if unknown:
-        raise WebConfigError(f"{where}: unknown field {unknown[0]!r}")
-    return value
+    return strict_mapping(value, where, allowed, WebConfigError)
 
 
 def _file(base: Path, value: Any, where: str) -> str:
@@ -130,13 +124,7 @@ def _file(base: Path, value: Any, where: str) -> str:
 
 
 def load_web_config(path: str) -> WebConfig:
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WebConfigError(f"{path}: cannot read web config: {getattr(exc, 'strerror', None) or exc}") from None
-    except yaml.YAMLError as exc:
-        raise WebConfigError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
-    top = _mapping(doc, path, _TOP_KEYS)
+    top = _mapping(load_yaml(path, "web config", WebConfigError), path, _TOP_KEYS)
     base = Path(path).resolve().parent
     config = WebConfig()
     tls = _mapping(top.get("tls_server_config"), f"{path}: tls_server_config", _TLS_KEYS)
