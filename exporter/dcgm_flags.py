@@ -286,6 +286,10 @@ def parse(args: Sequence[str], environ: Mapping[str, str],
     while i < len(args):
         arg = args[i]
         if arg == "--" or not arg.startswith("-") or arg == "-":
+            if arg.isdigit() and given and given[-1].lstrip("-") == "fake-gpus":
+                # Go would stop reading flags here; before dcgm-exporter's switch, --fake-gpus N was our count.
+                raise FlagError(f"--fake-gpus is a switch (dcgm-exporter's meaning); the number of simulated GPUs "
+                                f"is --fake-gpu-count {arg}")
             positional.extend(args[i + 1:] if arg == "--" else args[i:])
             break
         flag, spelling, text, used = _split(args, i)

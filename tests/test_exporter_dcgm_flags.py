@@ -91,6 +91,7 @@ def test_flag_beats_env_beats_config_beats_default() -> None:
     (["--dcgm-log-level", "LOUD"], {}, "expected one of NONE, FATAL"),
     (["--collectors"], {}, "flag needs an argument: --collectors"),
     (["--fake-gpus=4"], {}, "invalid boolean value '4' for --fake-gpus"),
+    (["--backend", "fake", "--fake-gpus", "4", "-c", "200"], {}, "the number of simulated GPUs is --fake-gpu-count 4"),
 ])
 def test_values_go_would_refuse_are_refused_naming_the_flag(args: list[str], env: dict[str, str],
                                                            message: str) -> None:

@@ -6,7 +6,9 @@ web/tls_config.go (client_auth_type names, client CA without a policy, relative 
 
 from __future__ import annotations
 
+import socket
 import ssl
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,6 +152,19 @@ def test_wrong_password_in_prometheus_is_a_down_target(
         prom.wait_for('up{job="dcgm-exporter"} == 0', timeout=30)
         target = prom.targets()[0]
         assert "401" in target["lastError"], target
+    finally:
+        exporter.stop()
+
+
+def test_web_read_timeout_closes_a_client_that_never_finishes_its_request() -> None:
+    exporter = ExporterProcess(["--backend", "fake", "--web-read-timeout=1s"])
+    try:
+        with socket.create_connection(("127.0.0.1", exporter.port), timeout=10) as slow:
+            slow.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+            started = time.monotonic()
+            assert slow.recv(1024) == b""  # closed by the server
+            assert time.monotonic() - started < 8
+        assert exporter.client.get("/health").status_code == 200  # others are still served
     finally:
         exporter.stop()
 
