@@ -29,7 +29,7 @@ from exporter.pod_directory import KubeletLogDirectory, PodDirectory
 from exporter.process_attribution import ProcessAttribution
 from exporter.procfs import ProcFs
 from exporter.server import AddressError, MetricsServer, Serving
-from exporter.web_config import WebConfig, WebConfigError, load_web_config
+from exporter.web_config import WebConfigError, WebGuard
 
 log = logging.getLogger("exporter")
 
@@ -118,7 +118,7 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     collector.start()
     server.start()
     log.info("serving %d fields from the %s backend on %s%s every %d ms%s", len(counters), gpu_backend.name,
-             "https://" if serving.web.tls else "", s.address, s.collect_interval,
+             "https://" if serving.web.tls_enabled else "", s.address, s.collect_interval,
              " with pod labels" if s.kubernetes else "")
     _wait_for_signal()
     log.info("shutting down")
@@ -158,8 +158,7 @@ def _counters(parsed: Parsed, config: ConfigFile | None) -> tuple[Counter, ...]:
 def _serving(s: Any) -> Serving:
     read = parse_duration(s.web_read_timeout, "--web-read-timeout")
     write = parse_duration(s.web_write_timeout, "--web-write-timeout")
-    web = load_web_config(s.web_config_file) if s.web_config_file else WebConfig()
-    return Serving(web, read or None, write or None)
+    return Serving(WebGuard(s.web_config_file or None), read or None, write or None)
 
 
 def _version() -> str:

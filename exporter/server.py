@@ -13,7 +13,7 @@ from typing import Any
 
 from exporter.collector import Snapshot
 from exporter.exposition import CONTENT_TYPE
-from exporter.web_config import Authorizer, RateLimiter, WebConfig
+from exporter.web_config import WebGuard
 
 log = logging.getLogger("exporter.server")
 
@@ -40,7 +40,7 @@ def parse_address(address: str) -> tuple[str, int]:
 class Serving:
     """How requests are served: dcgm-exporter's ``--web-config-file`` and ``--web-read/write-timeout``."""
 
-    web: WebConfig = field(default_factory=WebConfig)
+    web: WebGuard = field(default_factory=WebGuard)
     read_timeout_s: float | None = 10.0
     write_timeout_s: float | None = 30.0
 
@@ -50,8 +50,8 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 tls: ssl.SSLContext | None = None) -> None:
-        self.tls = tls
+                 web: WebGuard | None = None) -> None:
+        self.web = web or WebGuard()
         host, port = address
         if host == "":
             # ':9400' means every interface: listen dual-stack when IPv6 exists, else on 0.0.0.0.
@@ -68,8 +68,11 @@ class _Server(ThreadingHTTPServer):
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = super().get_request()
-        if self.tls is not None:  # the handshake runs in the request's thread (finish_request), not here
-            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        if self.web.tls_enabled:  # the handshake runs in the request's thread (finish_request), not here
+            self.web.refresh()
+            tls = self.web.config.tls
+            assert tls is not None
+            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         return sock, addr
 
     def finish_request(self, request: Any, client_address: Any) -> None:
@@ -86,9 +89,7 @@ class _Server(ThreadingHTTPServer):
 def make_handler(snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
                  on_gzip: Callable[[], None], serving: Serving | None = None) -> type[BaseHTTPRequestHandler]:
     serving = serving or Serving()
-    auth: Authorizer | None = serving.web.authorizer()
-    limiter = RateLimiter(serving.web.rate_interval_s, serving.web.rate_burst) if serving.web.rate_interval_s else None
-    extra_headers = [f"{k}: {v}" for k, v in serving.web.headers.items()]
+    web = serving.web
     read_timeout, write_timeout = serving.read_timeout_s or None, serving.write_timeout_s or None
 
     class Handler(BaseHTTPRequestHandler):
@@ -98,10 +99,10 @@ def make_handler(snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bo
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
-            if limiter is not None and not limiter.allow():
-                self._send(429, "text/plain; charset=utf-8", b"Too Many Requests\n")
-            elif auth is not None and not auth.allowed(self.headers.get("Authorization")):
-                self._send(401, "text/plain; charset=utf-8", b"Unauthorized\n", www_authenticate=True)
+            refused = web.refusal(self.headers.get("Authorization"))
+            if refused is not None:  # exporter-toolkit's answers: http.Error with the status text
+                self._send(refused, "text/plain; charset=utf-8", f"{self.responses[refused][0]}\n".encode(),
+                           www_authenticate=refused == 401)
             elif path == "/metrics":
                 snap = snapshot()
                 gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
@@ -126,9 +127,7 @@ def make_handler(snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bo
             # Nagle + delayed ACK and cost ~40 ms per scrape.
             head = [f"HTTP/1.1 {code} {self.responses[code][0]}", f"Content-Type: {content_type}",
                     f"Content-Length: {len(body)}"]
-            head += extra_headers
-            if "X-Content-Type-Options" not in serving.web.headers:
-                head.append("X-Content-Type-Options: nosniff")
+            head += web.header_lines
             if www_authenticate:
                 head.append("WWW-Authenticate: Basic")
             if gzipped:
@@ -149,7 +148,7 @@ class MetricsServer:
                  on_gzip: Callable[[], None] = lambda: None, serving: Serving | None = None) -> None:
         serving = serving or Serving()
         self._httpd = _Server(parse_address(address), make_handler(snapshot, health, on_gzip, serving),
-                              serving.web.tls)
+                              serving.web)
         self._thread: threading.Thread | None = None
 
     @property

@@ -9,13 +9,16 @@ password gets 401 with ``WWW-Authenticate: Basic`` (``web/handler.go``).
 Differences, each refused at start-up with a one-line reason rather than served differently:
 ``RequireAnyClientCert``/``RequestClientCert`` (Python's TLS cannot ask for a certificate without verifying it
 against a CA), ``cipher_suites`` and ``curve_preferences`` (Go names), ``http2: true`` is accepted (HTTP/1.1 is
-served). The file is read once at start-up (exporter-toolkit re-reads it per request).
+served). Like exporter-toolkit, which re-reads the file on every request, a changed file (or certificate, key or
+CA it names) applies to the next request, checked at most once a second; whether TLS is on is fixed at
+start-up (as there). A change that does not load is logged and the last good configuration kept.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import os
 import ssl
 import tempfile
@@ -44,6 +47,7 @@ _VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1, "TL
 _CLIENT_AUTH = {"": ssl.CERT_NONE, "NoClientCert": ssl.CERT_NONE, "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
                 "RequireAndVerifyClientCert": ssl.CERT_REQUIRED}
 _UNVERIFIED = ("RequestClientCert", "RequireAnyClientCert", "RequireClientCert")
+log = logging.getLogger("exporter.web")
 # exporter-toolkit checks unknown users against a fixed hash so timing does not reveal which users exist.
 _DUMMY_HASH = bcrypt.hashpw(b"fakepassword", bcrypt.gensalt(10))
 
@@ -59,9 +63,68 @@ class WebConfig:
     headers: dict[str, str] = field(default_factory=dict)
     rate_interval_s: float = 0.0
     rate_burst: int = 0
+    files: tuple[str, ...] = ()  # the config file and the files it names, watched for changes
 
-    def authorizer(self) -> Authorizer | None:
-        return Authorizer(self.users) if self.users else None
+
+class WebGuard:
+    """The web config in force: TLS context, basic-auth check, rate limit and extra headers, reloaded when the
+    file or a file it names changes."""
+
+    def __init__(self, path: str | None = None, *, recheck_s: float = 1.0) -> None:
+        self.path = path
+        self._recheck_s = recheck_s
+        self._lock = threading.Lock()
+        self._checked = time.monotonic()
+        self._apply(load_web_config(path) if path else WebConfig())
+        self.tls_enabled = self.config.tls is not None
+
+    def _apply(self, config: WebConfig) -> None:
+        self.config = config
+        self.authorizer = Authorizer(config.users) if config.users else None
+        self.limiter = RateLimiter(config.rate_interval_s, config.rate_burst) if config.rate_interval_s else None
+        self.header_lines = [f"{k}: {v}" for k, v in config.headers.items()]
+        if "X-Content-Type-Options" not in config.headers:
+            self.header_lines.append("X-Content-Type-Options: nosniff")
+        self._stamps = _stamps(config.files)
+
+    def refresh(self) -> None:
+        if self.path is None or time.monotonic() - self._checked < self._recheck_s:
+            return
+        with self._lock:
+            self._checked = time.monotonic()
+            stamps = _stamps(self.config.files)
+            if stamps == self._stamps:
+                return
+            self._stamps = stamps  # one error line per change, not per request
+            try:
+                config = load_web_config(self.path)
+                if (config.tls is not None) != self.tls_enabled:
+                    raise WebConfigError(f"{self.path}: TLS cannot be switched on or off while running; restart")
+            except (WebConfigError, ValueError) as exc:
+                log.error("web config not reloaded, the previous one stays in force: %s", exc)
+                return
+            self._apply(config)
+            log.info("web config %s reloaded", self.path)
+
+    def refusal(self, authorization: str | None) -> int | None:
+        """429 or 401 when the request may not be served, else None."""
+        self.refresh()
+        if self.limiter is not None and not self.limiter.allow():
+            return 429
+        if self.authorizer is not None and not self.authorizer.allowed(authorization):
+            return 401
+        return None
+
+
+def _stamps(files: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
+    out: list[tuple[int, int] | None] = []
+    for name in files:
+        try:
+            st = os.stat(name)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 class Authorizer:
@@ -126,8 +189,9 @@ def _file(base: Path, value: Any, where: str) -> str:
 def load_web_config(path: str) -> WebConfig:
     top = _mapping(load_yaml(path, "web config", WebConfigError), path, _TOP_KEYS)
     base = Path(path).resolve().parent
-    config = WebConfig()
     tls = _mapping(top.get("tls_server_config"), f"{path}: tls_server_config", _TLS_KEYS)
+    config = WebConfig(files=(path, *(str(base / str(tls[k])) for k in ("cert_file", "key_file", "client_ca_file")
+                                      if tls.get(k))))
     if any(tls.get(k) for k in ("cert_file", "cert", "key_file", "key", "client_ca_file", "client_ca",
                                 "client_auth_type")):
         config.tls = _tls_context(tls, base, f"{path}: tls_server_config")

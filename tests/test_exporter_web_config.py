@@ -100,6 +100,56 @@ def test_basic_auth_without_tls(tmp_path: Path) -> None:
         exporter.stop()
 
 
+def test_changed_users_apply_without_restart_and_a_broken_change_keeps_the_last_good(tmp_path: Path) -> None:
+    config = Path(_web_config(tmp_path, {"basic_auth_users": {"scraper": _hash("first")}}))
+    exporter = ExporterProcess(["--backend", "fake", "--web-config-file", str(config)])
+    try:
+        assert httpx.get(exporter.url + "/metrics", auth=("scraper", "first")).status_code == 200
+        _web_config(tmp_path, {"basic_auth_users": {"scraper": _hash("second")}})
+        deadline = time.monotonic() + 10
+        while httpx.get(exporter.url + "/metrics", auth=("scraper", "second")).status_code != 200:
+            assert time.monotonic() < deadline, "the new password never applied"
+            time.sleep(0.2)
+        assert httpx.get(exporter.url + "/metrics", auth=("scraper", "first")).status_code == 401
+        config.write_text("basic_auth_users: [not, a, mapping]\n")
+        time.sleep(1.5)
+        assert httpx.get(exporter.url + "/metrics", auth=("scraper", "second")).status_code == 200
+    finally:
+        log = exporter.stop()
+    assert "web config not reloaded, the previous one stays in force" in log and "basic_auth_users" in log
+
+
+def _served_serial(port: int, ca: str) -> int:
+    from cryptography import x509
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            tls(ca).wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+        der = conn.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_a_rotated_server_certificate_is_served_without_restart(tmp_path: Path) -> None:
+    ca = make_ca("rotation CA")
+    (tmp_path / "ca.crt").write_bytes(ca.cert_pem)
+    first = issue(ca, "gpu-exporter", client=False, server_names=("127.0.0.1",))
+    first.write(tmp_path, "server")
+    config = _web_config(tmp_path, {"tls_server_config": {"cert_file": "server.crt", "key_file": "server.key"}})
+    exporter = ExporterProcess(["--backend", "fake", "--web-config-file", config], scheme="https",
+                               client={"verify": tls(str(tmp_path / "ca.crt"))})
+    try:
+        assert _served_serial(exporter.port, str(tmp_path / "ca.crt")) == first.cert.serial_number
+        second = issue(ca, "gpu-exporter", client=False, server_names=("127.0.0.1",))
+        second.write(tmp_path, "server")  # as cert-manager rewrites a mounted Secret
+        deadline = time.monotonic() + 10
+        while _served_serial(exporter.port, str(tmp_path / "ca.crt")) != second.cert.serial_number:
+            assert time.monotonic() < deadline, "the rotated certificate was never served"
+            time.sleep(0.2)
+        assert exporter.client.get("/metrics").status_code == 200
+    finally:
+        exporter.stop()
+
+
 def test_minimum_tls_version_is_enforced(pki: dict[str, Any], tmp_path: Path) -> None:
     server_cert, server_key = pki["server"]
     config = _web_config(tmp_path, {"tls_server_config": {"cert_file": server_cert, "key_file": server_key,
