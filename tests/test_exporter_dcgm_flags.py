@@ -4,6 +4,7 @@ Operator's and the dcgm-exporter chart's own args and env, --fake-gpus, --use-ol
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -144,6 +145,23 @@ def test_dcgm_only_flags_start_the_exporter_with_one_warning_each(by: str) -> No
     finally:
         log = exporter.stop()
     assert sorted(_warned(log)) == sorted(used), log
+
+
+def test_implemented_flags_by_their_dcgm_exporter_spellings_take_effect() -> None:
+    exporter = ExporterProcess(["--backend", "fake", "-o", "-n", "-rbmn", "-x", "60000", "-d", "g",
+                                "-clock-events-count-window-size=60000", "--kubernetes-gpu-id-type", "device-name",
+                                "--web-read-timeout", "5s", "--web-write-timeout=5s", "--debug=false"],
+                               {"DCGM_EXPORTER_LOG_FORMAT": "json"})
+    try:
+        labels = series(parse_metrics(exporter.metrics()), "DCGM_FI_DEV_GPU_UTIL", gpu="0")[0][1]
+    finally:
+        log = exporter.stop()
+    assert labels["uuid"].startswith("GPU-") and "UUID" not in labels  # -o
+    assert not {"Hostname", "hostname"} & set(labels)  # -n
+    assert " " not in labels["modelName"] and "-" in labels["modelName"]  # -rbmn
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    assert records and all({"time", "level", "msg"} <= set(r) for r in records)  # --log-format json
+    assert _warnings(log) == []
 
 
 def test_no_warning_without_dcgm_only_flags() -> None:
