@@ -2,11 +2,11 @@
 
 dcgm-exporter's flags are urfave/cli v2 flags (``pkg/cmd/app.go``, 4.5.3-4.8.2, plus the 4.8.3 additions from
 NVIDIA's ``dcgm-exporter`` command reference: ``--config-file``, ``--web-read-timeout``, ``--web-write-timeout``,
-``--container-labels``, ``--container-runtime-socket``). Their command-line syntax is Go's ``flag`` package:
-``-name`` and ``--name`` alike, ``-name=value`` or ``-name value``, booleans bare or ``-name=false``, an alias
-(``-f``, ``-rbmn``) the same way; an environment variable applies when the flag is not given. ``parse`` reads a
-command line and an environment through this table into :class:`ExporterSettings`; README's flag table is
-rendered from it (``markdown``) and a test keeps the two equal.
+``--container-labels``, ``--container-runtime-socket``; and 4.8.4's ``--enable-exporter-metrics``). Their
+command-line syntax is Go's ``flag`` package: ``-name`` and ``--name`` alike, ``-name=value`` or ``-name value``,
+booleans bare or ``-name=false``, an alias (``-f``, ``-rbmn``) the same way; an environment variable applies when
+the flag is not given. ``parse`` reads a command line and an environment through this table into
+:class:`ExporterSettings`; README's flag table is rendered from it (``markdown``) and a test keeps the two equal.
 
 Each flag is ``IMPLEMENTED`` (dcgm-exporter's meaning; ``field`` is the settings attribute that holds it),
 ``IGNORED`` (it only makes sense with DCGM: accepted, and one warning line at start-up says why it is not
@@ -173,6 +173,10 @@ FLAGS: tuple[Flag, ...] = (
          envs=("DCGM_EXPORTER_CONTAINER_LABELS",), source=REF_483),
     Flag("container-runtime-socket", "string", "", X, "As `--container-labels`.",
          envs=("DCGM_CONTAINER_RUNTIME_SOCKET",), source=REF_483),
+    # -- dcgm-exporter 4.8.4 (release notes) -----------------------------------------------------------------
+    Flag("enable-exporter-metrics", "bool", False, X,
+         "The exporter's own process_* and gpu_exporter_* metrics are always on /metrics; there is no Go runtime.",
+         envs=("DCGM_EXPORTER_ENABLE_EXPORTER_METRICS",), source="4.8.4 release notes"),
     # -- urfave/cli built-ins -----------------------------------------------------------------------------------
     Flag("help", "bool", False, B, "Print the flags and exit.", ("h",), source="urfave/cli"),
     Flag("version", "bool", False, B, "Print the version and exit.", ("v",), source="urfave/cli"),
