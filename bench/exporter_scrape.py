@@ -246,7 +246,7 @@ def bench_floor(body: bytes, args: argparse.Namespace) -> dict[str, float]:
 
 def bench_gpus(gpus: int, args: argparse.Namespace, started: list[Proc]) -> dict[str, Any]:
     port = free_port()
-    exporter = Proc([sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpus", str(gpus),
+    exporter = Proc([sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpu-count", str(gpus),
                      "--address", f"127.0.0.1:{port}", "--collect-interval", str(args.interval_ms)], "exporter")
     started.append(exporter)
     base = f"http://127.0.0.1:{port}"

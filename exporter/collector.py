@@ -88,6 +88,17 @@ class CollectorOptions:
         return min(max(self.interval_s, 1.0), self.value_age_limit_s / 2)
     xid_count_window_ms: int = DEFAULT_EVENT_WINDOW_MS
     clock_events_count_window_ms: int = DEFAULT_EVENT_WINDOW_MS
+    old_namespace: bool = False  # --use-old-namespace: dcgm-exporter 1.x label names
+
+
+# dcgm-exporter's --use-old-namespace: ``uuid`` for the GPU entity's ``UUID`` (collector/gpu_collector.go) and the
+# pod labels' 1.x names (transformation/const.go).
+OLD_NAMESPACE_LABELS = {"UUID": "uuid", "pod": "pod_name", "namespace": "pod_namespace",
+                        "container": "container_name"}
+
+
+def rename_labels(labels: Labels, names: dict[str, str]) -> Labels:
+    return tuple((names.get(k, k), v) for k, v in labels)
 
 
 class Collector:
@@ -369,10 +380,11 @@ class Collector:
             base = self._base_labels(entity) + size
             pod_labels = _pod_label_pairs(pods.get(entity.key), (*base, (label, "")))
             counts = counts_by_gpu[entity.gpu]
-            if not counts:
-                family.add(base + pod_labels, 0)
-            for value, count in sorted(counts.items()):
-                family.add((*base, (label, label_value(value)), *pod_labels), count)
+            rows = [(base + pod_labels, 0)] if not counts else [
+                ((*base, (label, label_value(value)), *pod_labels), count) for value, count in sorted(counts.items())]
+            for labels, count in rows:
+                family.add(rename_labels(labels, OLD_NAMESPACE_LABELS) if self.options.old_namespace else labels,
+                           count)
         return family
 
     def _shared_families(self, entities: list[GpuEntity], shares: dict[EntityKey, tuple[PodRef, ...]],
@@ -409,7 +421,9 @@ class Collector:
                 extra: Labels = ()
                 if self._metrics[i].field.name == XID_FIELD:  # type: ignore[union-attr]
                     extra = (("err_code", str(int(value))), ("err_msg", xid_message(int(value))))
-                families[i].add(base + extra + pod_labels, value)
+                labels = base + extra + pod_labels
+                families[i].add(rename_labels(labels, OLD_NAMESPACE_LABELS) if self.options.old_namespace else labels,
+                                value)
         # Series of a GPU that failed part-way through are dropped whole, not left half-reported.
         if lost_now:
             for fam in families:

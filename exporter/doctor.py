@@ -16,12 +16,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from exporter.backends.base import Backend
-from exporter.cli import BackendName, StartupError, open_backend
+from exporter.cli import StartupError, open_backend
 from exporter.collector import Collector, CollectorOptions
 from exporter.counters import Counter
 from exporter.fields import FIELDS
@@ -31,6 +32,11 @@ _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _IDENTITY_LABELS = ("modelName", "pci_bus_id")
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+
+class BackendName(StrEnum):
+    nvml = "nvml"
+    fake = "fake"
 
 
 @dataclass

@@ -59,8 +59,10 @@ def prometheus_config(
     rule_files: Sequence[str | Path] = (),
     evaluation_interval: str | None = None,
     extra_scrape_configs: Sequence[Mapping[str, Any]] = (),
+    scrape_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``prometheus.yml`` document for one scrape job over ``targets``, then ``extra_scrape_configs``."""
+    """The ``prometheus.yml`` document for one scrape job over ``targets`` (``scrape_options`` adds keys to its
+    scrape config: ``scheme``, ``tls_config``, ``basic_auth``), then ``extra_scrape_configs``."""
     return {
         "global": {
             "scrape_interval": scrape_interval,
@@ -74,6 +76,7 @@ def prometheus_config(
                 "honor_labels": honor_labels,
                 "metrics_path": metrics_path,
                 "static_configs": _static_configs(targets),
+                **(scrape_options or {}),
             },
             *(dict(c) for c in extra_scrape_configs),
         ],
@@ -103,6 +106,7 @@ class PrometheusServer:
         startup_timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
         tmp_prefix: str = "prometheus-",
+        scrape_options: Mapping[str, Any] | None = None,
     ) -> None:
         exe = shutil.which(binary)
         if exe is None:
@@ -121,6 +125,7 @@ class PrometheusServer:
             rule_files=rule_files,
             evaluation_interval=evaluation_interval,
             extra_scrape_configs=extra_scrape_configs,
+            scrape_options=scrape_options,
         )
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         cmd = [

@@ -74,7 +74,7 @@ class MetricsStack:
     def start(self) -> None:
         cfg = self.config
         self.exporter = self.processes.spawn("exporter", [
-            sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpus", str(cfg.gpu_count),
+            sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpu-count", str(cfg.gpu_count),
             "--fake-state", str(cfg.gpu_state), "-k", "--pod-resources-kubelet-socket", str(cfg.kubelet_socket),
             "--pod-resources-refresh-interval", str(cfg.pod_resources_refresh_ms),
             "-a", self.exporter_address, "-c", str(cfg.collect_interval_ms)])

@@ -31,7 +31,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
 def test_http_contract(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     write_state(state, {"gpus": {"0": {"DCGM_FI_DEV_GPU_UTIL": 42}}})
-    exporter = ExporterProcess(["--backend", "fake", "--fake-gpus", "2", "--fake-state", str(state),
+    exporter = ExporterProcess(["--backend", "fake", "--fake-gpu-count", "2", "--fake-state", str(state),
                                 "--collect-interval", "200"])
     try:
         c = exporter.client
@@ -84,8 +84,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 @pytest.mark.parametrize(("args", "needle"), [
-    (["--no-such-flag"], "No such option: --no-such-flag"),
-    (["--backend", "fake", "-c", "soon"], "'--collect-interval'"),
+    (["--no-such-flag"], "flag provided but not defined: --no-such-flag"),
+    (["--backend", "fake", "-c", "soon"], "invalid value 'soon' for -c (--collect-interval): expected an integer"),
     (["--backend", "fake", "-f", "/missing/counters.csv"], "/missing/counters.csv: cannot read counters file"),
     (["--backend", "fake", "--fake-state", "/missing/state.json"], "/missing/state.json: cannot read fake state"),
     (["--backend", "fake", "-a", "localhost"], "invalid listen address 'localhost'"),
@@ -196,7 +196,7 @@ def test_scrapes_during_collection_always_see_a_whole_snapshot(tmp_path: Path) -
 
     import httpx
 
-    exporter = ExporterProcess(["--backend", "fake", "--fake-gpus", "64", "-c", "100"])
+    exporter = ExporterProcess(["--backend", "fake", "--fake-gpu-count", "64", "-c", "100"])
 
     def scrape_many(_: int) -> list[tuple[int, int]]:
         seen = []

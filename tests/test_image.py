@@ -37,7 +37,7 @@ _SMOKE = textwrap.dedent("""
         out["matplotlib"] = True
     except ImportError:
         out["matplotlib"] = False
-    exporter = subprocess.Popen(["gpu-exporter", "--backend", "fake", "--fake-gpus", "2", "-a", "127.0.0.1:19400"])
+    exporter = subprocess.Popen(["gpu-exporter", "--backend", "fake", "--fake-gpu-count", "2", "-a", "127.0.0.1:19400"])
     try:
         out["metrics"] = get("http://127.0.0.1:19400/metrics")
     finally:

@@ -34,7 +34,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 def start(state: Path, *extra: str) -> ExporterProcess:
-    return ExporterProcess(["--backend", "fake", "--fake-gpus", "2", "--fake-state", str(state),
+    return ExporterProcess(["--backend", "fake", "--fake-gpu-count", "2", "--fake-state", str(state),
                             "--collect-interval", str(INTERVAL_MS), "--max-value-age", str(MAX_AGE_MS), *extra])
 
 

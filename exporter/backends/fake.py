@@ -164,7 +164,7 @@ def parse_state(data: Any, source: str, gpu_count: int) -> FakeState:
             raise fail(where, "GPU keys must be indexes like \"0\"")
         index = int(key)
         if index >= gpu_count:
-            raise fail(where, f"GPU {index} does not exist ({gpu_count} simulated GPUs, see --fake-gpus)")
+            raise fail(where, f"GPU {index} does not exist ({gpu_count} simulated GPUs, see --fake-gpu-count)")
         if not isinstance(doc, dict):
             raise fail(where, "must be an object")
         values = _field_values(doc, _GPU_KEYS, where, fail)
@@ -318,7 +318,7 @@ class FakeBackend(Backend):
                  model: str = DEFAULT_MODEL, driver_version: str = "550.54.15",
                  clock: Callable[[], float] = time.monotonic) -> None:
         if gpu_count < 1:
-            raise ValueError("--fake-gpus must be at least 1")
+            raise ValueError("--fake-gpu-count must be at least 1")
         self.gpu_count = gpu_count
         self.state_path = state_path
         self.seed = seed

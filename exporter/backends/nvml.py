@@ -271,8 +271,12 @@ class NvmlBackend(Backend):
     name = "nvml"
 
     def __init__(self, nv: Any | None = None, *, gpm_min_gap_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, accept_fake_gpus: bool = False) -> None:
         self._nv = nv
+        # dcgm-exporter's --fake-gpus (deviceinfo/device_info.go): a GPU whose identity cannot be read is kept
+        # as GPU i with UUID "fake<i>" instead of failing; here it is listed, and its fields read as unavailable.
+        self._accept_fake_gpus = accept_fake_gpus
+        self._fake: set[int] = set()
         self._gpm_min_gap_s = gpm_min_gap_s
         self._clock = clock
         self._gpm: GpmSampler | None = None
@@ -354,11 +358,19 @@ class NvmlBackend(Backend):
                 err = translate(exc)
                 if isinstance(err, BackendUnavailable):
                     raise err from None
+                if self._accept_fake_gpus:
+                    if index not in self._fake:
+                        log.warning("GPU %d cannot be described (%s); listed as fake%d (--fake-gpus)", index, exc,
+                                    index)
+                    self._fake.add(index)
+                    gpus.append(GpuEntity(gpu=index, uuid=f"fake{index}", pci_bus_id="", model_name=""))
+                    continue
                 if index not in self._failing:
                     log.warning("GPU %d cannot be enumerated, retrying every collection: %s", index, exc)
                 self._failing.add(index)
                 continue
             self._failing.discard(index)
+            self._fake.discard(index)
         self._handles, self._gpu_handles = handles, gpu_handles
         if self._gpm is not None:
             self._gpm.retain(set(handles))
@@ -433,6 +445,8 @@ class NvmlBackend(Backend):
     def _call(self, entity: GpuEntity, field: Field) -> Any:
         if field.nvml is None:
             raise FieldNotSupported(f"{field.name} has no NVML source in this exporter")
+        if entity.gpu in self._fake and entity.key not in self._handles:
+            raise FieldUnavailable(f"GPU {entity.gpu} is a fake GPU (--fake-gpus): NVML cannot read it")
         ctx = self._context(entity)
         try:
             return field.nvml(ctx)

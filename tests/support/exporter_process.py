@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -15,15 +16,20 @@ from tests.support.prometheus import free_port
 
 
 class ExporterProcess:
-    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, startup_timeout: float = 20.0) -> None:
+    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, startup_timeout: float = 20.0, *,
+                 listen_by_env: bool = False, scheme: str = "http", client: dict[str, Any] | None = None) -> None:
+        """``listen_by_env``: give the address as ``DCGM_EXPORTER_LISTEN`` (as the GPU Operator does) instead of
+        ``-a``; ``scheme``/``client``: for TLS, the URL scheme and httpx.Client arguments (verify, cert, auth)."""
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.url = f"http://{self.address}"
+        self.url = f"{scheme}://{self.address}"
+        listen = [] if listen_by_env else ["-a", self.address]
+        env = {**(env or {}), **({"DCGM_EXPORTER_LISTEN": self.address} if listen_by_env else {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "-a", self.address, *args],
+            [sys.executable, "-m", "exporter", *listen, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **(env or {})}, start_new_session=True)
-        self.client = httpx.Client(base_url=self.url, timeout=5.0)
+            env={**os.environ, **env}, start_new_session=True)
+        self.client = httpx.Client(base_url=self.url, timeout=5.0, **(client or {}))
         deadline = time.monotonic() + startup_timeout
         while True:
             if self.proc.poll() is not None:
