@@ -145,7 +145,7 @@ def test_configmap_data_errors_name_the_value_or_the_configmap(tmp_path: Path, f
     result = run_cli("--configmap-data", "no-colon", "--kubeconfig", kubeconfig)
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
-        "gpu-exporter: error: --configmap-data 'no-colon': expected <namespace>:<name>")
+        "gpu-exporter: error: --configmap-data 'no-colon': expected <namespace>:<name> or none")
 
     fake_kube.put("", "v1", "configmaps", configmap("gpu", "no-key", {"other": "x"}))
     fake_kube.put("", "v1", "configmaps", configmap("gpu", "bad", {"metrics": "DCGM_FI_DEV_GPU_UTIL, gauge, ok\n"
