@@ -11,11 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
-
-from rich.console import Console
-from rich.markup import escape
 
 from adapter.api.paths import VERSIONS, MetricPath, parse_custom_path, parse_external_path
 from adapter.api.resource_metrics import RESOURCE_GROUP
@@ -36,6 +33,9 @@ from adapter.rules import Binding, RulesConfig, result_object_name
 from adapter.rules.resource_rules import ResourceRules
 from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request
+
+if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
+    from rich.console import Console
 
 
 @dataclass(frozen=True)
@@ -177,6 +177,8 @@ def prometheus_value(value: float) -> str:
 
 def render_text(console: Console, report: dict[str, Any]) -> None:
     """The explanation for a terminal."""
+    from rich.markup import escape
+
     if report["request"]["group"] == RESOURCE_GROUP:
         render_resource_text(console, report)
         return

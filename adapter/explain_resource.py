@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any
 
 from adapter.api.resource_metrics import (
     NodeUsage,
@@ -26,6 +23,9 @@ from adapter.prometheus import Sample
 from adapter.provider import Provider, ResourceMetrics
 from adapter.rules.resource_rules import NAMESPACE, NODE, POD, ResourceRules
 from adapter.status import ApiError, bad_request
+
+if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
+    from rich.console import Console
 
 QUERIES = ("resourceRules.cpu", "resourceRules.memory")
 
@@ -125,6 +125,8 @@ def _why_not(sample: Sample, what: str) -> str:
 
 
 def render_resource_text(console: Console, report: dict[str, Any]) -> None:
+    from rich.markup import escape
+
     req = report["request"]
     p = console.print
     p(f"[bold]Request[/bold]  GET {escape(req['path'])}")

@@ -14,9 +14,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubernetes.client import Configuration
-
 from adapter.kube.config import SERVICE_ACCOUNT_DIR, KubeConfigError, kubeconfig_configuration
+from adapter.kube.official import Configuration
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from adapter.kube import KubeConfigError, KubeResolver, MetadataCache, load_api_client
-from adapter.kube.api import METADATA_LIST_ACCEPT
+from adapter.kube.api import METADATA_LIST_ACCEPT, KubeClient
 from adapter.rules.resources import GroupResource
 from adapter.selectors import parse_selector
 from adapter.status import ApiError
@@ -45,7 +45,7 @@ def cache_threads() -> list[str]:
 
 
 @pytest.fixture
-def api_client(fake_kube: FakeKube, tmp_path: Path) -> Iterator[ApiClient]:
+def api_client(fake_kube: FakeKube, tmp_path: Path) -> Iterator[KubeClient]:
     client = load_api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig"))
     assert client is not None
     yield client
@@ -53,7 +53,7 @@ def api_client(fake_kube: FakeKube, tmp_path: Path) -> Iterator[ApiClient]:
 
 
 @pytest.fixture
-def make_cache(api_client: ApiClient) -> Iterator[Callable[..., MetadataCache]]:
+def make_cache(api_client: KubeClient) -> Iterator[Callable[..., MetadataCache]]:
     caches: list[MetadataCache] = []
 
     def make(group_resource: GroupResource = PODS, **options: Any) -> MetadataCache:
@@ -134,7 +134,7 @@ def test_added_relabelled_and_deleted_pods_follow_the_watch(
 
 # -- no LIST per request -----------------------------------------------------------------------------------------
 
-def test_requests_are_answered_from_the_cache_without_listing(fake_kube: FakeKube, api_client: ApiClient) -> None:
+def test_requests_are_answered_from_the_cache_without_listing(fake_kube: FakeKube, api_client: KubeClient) -> None:
     for i in range(20):
         put_pod(fake_kube, "ml", f"llm-{i:02}", app="llm" if i % 2 else "other")
     resolver = KubeResolver(api_client, cache_factory=lambda c, gr: MetadataCache(c, gr, **FAST))
@@ -308,7 +308,7 @@ def test_a_wrong_token_leaves_the_cache_unsynced_with_the_reason(fake_kube: Fake
 # -- KubeResolver ------------------------------------------------------------------------------------------------
 
 def test_resolver_empty_selector_returns_every_object_of_the_namespace(
-        fake_kube: FakeKube, api_client: ApiClient) -> None:
+        fake_kube: FakeKube, api_client: KubeClient) -> None:
     put_pod(fake_kube, "ml", "b", app="x")
     put_pod(fake_kube, "ml", "a")
     put_pod(fake_kube, "web", "c")
@@ -321,7 +321,7 @@ def test_resolver_empty_selector_returns_every_object_of_the_namespace(
 
 
 def test_resolver_non_core_resource_discovers_the_preferred_version(
-        fake_kube: FakeKube, api_client: ApiClient) -> None:
+        fake_kube: FakeKube, api_client: KubeClient) -> None:
     fake_kube.put("apps", "v1", "deployments", deployment("ml", "llm", {"app": "llm", "tier": "gpu"}))
     fake_kube.put("apps", "v1", "deployments", deployment("ml", "web", {"app": "web"}))
     fake_kube.register("example.com", "v1alpha1", "widgets", "Widget")
@@ -342,7 +342,7 @@ def test_resolver_non_core_resource_discovers_the_preferred_version(
 
 @pytest.mark.parametrize("group_resource", [GroupResource("example.com", "widgets"), GroupResource("", "widgets")],
                          ids=["unknown-group", "unknown-core-resource"])
-def test_resolver_unserved_resource_is_404(fake_kube: FakeKube, api_client: ApiClient,
+def test_resolver_unserved_resource_is_404(fake_kube: FakeKube, api_client: KubeClient,
                                            group_resource: GroupResource) -> None:
     resolver = KubeResolver(api_client, sync_timeout=10)
     try:
@@ -355,7 +355,7 @@ def test_resolver_unserved_resource_is_404(fake_kube: FakeKube, api_client: ApiC
 
 
 def test_resolver_unsynced_cache_is_503_naming_the_resource_and_the_error(
-        fake_kube: FakeKube, api_client: ApiClient) -> None:
+        fake_kube: FakeKube, api_client: KubeClient) -> None:
     fake_kube.stop()
     resolver = KubeResolver(api_client, sync_timeout=1.0, cache_factory=lambda c, gr: MetadataCache(c, gr, **FAST))
     try:
@@ -374,7 +374,7 @@ def test_resolver_unsynced_cache_is_503_naming_the_resource_and_the_error(
 
 # -- threads -----------------------------------------------------------------------------------------------------
 
-def test_stop_ends_the_threads_whatever_they_are_doing(fake_kube: FakeKube, api_client: ApiClient,
+def test_stop_ends_the_threads_whatever_they_are_doing(fake_kube: FakeKube, api_client: KubeClient,
                                                        tmp_path: Path) -> None:
     assert cache_threads() == []
     watching = MetadataCache(api_client, PODS, **FAST)
@@ -454,13 +454,21 @@ def test_in_cluster_service_account_is_used_in_a_pod(tmp_path: Path) -> None:
 
 # -- the fake API server speaks what the official typed client expects -------------------------------------------
 
-def test_fake_serves_objects_and_reviews_to_the_typed_client(fake_kube: FakeKube, api_client: ApiClient) -> None:
+@pytest.fixture
+def typed_client(api_client: KubeClient) -> Iterator[ApiClient]:
+    """The official typed client on the same configuration (the fake must satisfy it, not only our raw JSON)."""
+    client = ApiClient(api_client.configuration)
+    yield client
+    client.close()
+
+
+def test_fake_serves_objects_and_reviews_to_the_typed_client(fake_kube: FakeKube, typed_client: ApiClient) -> None:
     fake_kube.put("", "v1", "configmaps", configmap("kube-system", "extension-apiserver-authentication",
                                                     {"requestheader-allowed-names": '["front-proxy-client"]'}))
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     fake_kube.tokens["t0k"] = {"username": "alice", "uid": "1", "groups": ["devs"], "extra": {"scope": ["x"]}}
     fake_kube.authorize = lambda spec: (spec.get("user") == "alice", "alice may")
-    core = kubernetes.client.CoreV1Api(api_client)
+    core = kubernetes.client.CoreV1Api(typed_client)
 
     found = core.read_namespaced_config_map("extension-apiserver-authentication", "kube-system")
     assert found.data == {"requestheader-allowed-names": '["front-proxy-client"]'}
@@ -469,7 +477,7 @@ def test_fake_serves_objects_and_reviews_to_the_typed_client(fake_kube: FakeKube
     assert missing.value.status == 404
     assert [p.metadata.name for p in core.list_namespaced_pod("ml", label_selector="app=llm").items] == ["llm-0"]
 
-    authn = kubernetes.client.AuthenticationV1Api(api_client)
+    authn = kubernetes.client.AuthenticationV1Api(typed_client)
     good = authn.create_token_review(kubernetes.client.V1TokenReview(spec=kubernetes.client.V1TokenReviewSpec(
         token="t0k")))
     bad = authn.create_token_review(kubernetes.client.V1TokenReview(spec=kubernetes.client.V1TokenReviewSpec(
@@ -478,7 +486,7 @@ def test_fake_serves_objects_and_reviews_to_the_typed_client(fake_kube: FakeKube
     assert not bad.status.authenticated and bad.status.error
     assert [r["spec"]["token"] for r in fake_kube.token_reviews] == ["t0k", "nope"]
 
-    authz = kubernetes.client.AuthorizationV1Api(api_client)
+    authz = kubernetes.client.AuthorizationV1Api(typed_client)
     attributes = kubernetes.client.V1ResourceAttributes(verb="get", group="custom.metrics.k8s.io", resource="pods")
     for user in ("alice", "mallory"):
         review = authz.create_subject_access_review(kubernetes.client.V1SubjectAccessReview(
@@ -489,7 +497,7 @@ def test_fake_serves_objects_and_reviews_to_the_typed_client(fake_kube: FakeKube
 
 
 def test_fake_filtered_namespaced_watch_speaks_the_official_watch_protocol(
-        fake_kube: FakeKube, api_client: ApiClient) -> None:
+        fake_kube: FakeKube, typed_client: ApiClient) -> None:
     fake_kube.bookmark_interval = None
     put_pod(fake_kube, "ml", "before", app="llm")
     since = str(fake_kube.resource_version)
@@ -497,7 +505,7 @@ def test_fake_filtered_namespaced_watch_speaks_the_official_watch_protocol(
     put_pod(fake_kube, "ml", "a", app="other")  # leaves the selection: DELETED for this watch
     put_pod(fake_kube, "web", "b", app="llm")  # another namespace
     put_pod(fake_kube, "ml", "c", app="llm")
-    core = kubernetes.client.CoreV1Api(api_client)
+    core = kubernetes.client.CoreV1Api(typed_client)
 
     events = [(e["type"], e["object"].metadata.name) for e in kubernetes.watch.Watch().stream(
         core.list_namespaced_pod, "ml", label_selector="app=llm", resource_version=since, timeout_seconds=1)]

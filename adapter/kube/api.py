@@ -1,8 +1,10 @@
-"""JSON over the official client's ``ApiClient``: its host, auth, TLS and proxy settings, without typed models.
+"""JSON over the official client's ``Configuration`` and REST layer: its host, auth, TLS and proxy handling, no models.
 
-Deserialising thousands of objects into generated model classes is slow and keeps every field; the cache needs
-three fields per object, so it reads the JSON itself. Every failure becomes a ``KubeApiError`` (the server
-answered with an error) or a ``KubeTransportError`` (no usable answer: refused, reset, timed out, truncated).
+Deserialising thousands of objects into generated model classes is slow and keeps every field (the cache needs
+three per object), and importing those classes costs half a second and 20 MiB; so the adapter sends and reads the
+JSON itself (adapter/kube/official.py loads only the modules this needs). Every failure becomes a ``KubeApiError``
+(the server answered with an error) or a ``KubeTransportError`` (no usable answer: refused, reset, timed out,
+truncated).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import urllib3
-from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
+from adapter.kube.official import ApiException, Configuration, rest
 from adapter.rules.resources import GroupResource
 
 # Metadata-only answers (PartialObjectMetadata); a server that does not know the form falls back to plain JSON.
@@ -56,27 +58,69 @@ def collection_path(group: str, version: str, resource: str) -> str:
     return f"/api/{version}/{resource}" if not group else f"/apis/{group}/{version}/{resource}"
 
 
+USER_AGENT = "gpu-adapter (kubernetes-client-python)"
+
+
+class KubeClient:
+    """One API server connection pool: a ``Configuration`` (kubeconfig or in-cluster) and the client's REST layer.
+
+    The bearer token is read through ``Configuration.get_api_key_with_prefix`` on every request, so the loaders'
+    refresh hooks (a rotated service-account token, an exec plugin) keep working.
+    """
+
+    def __init__(self, configuration: Configuration) -> None:
+        self.configuration = configuration
+        self._rest = rest.RESTClientObject(configuration)
+
+    @property
+    def host(self) -> str:
+        return str(self.configuration.host)
+
+    def close(self) -> None:
+        self._rest.pool_manager.clear()
+
+    def request(self, method: str, path: str, query: Query = (), *, body: Any = None, accept: str = JSON,
+                timeout: Timeout) -> urllib3.BaseHTTPResponse:
+        """Send one request; the unread response whatever its status. Transport failures are ``KubeTransportError``."""
+        url = self.host + path + (f"?{urlencode(list(query))}" if query else "")
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
+        if body is not None:
+            headers["Content-Type"] = JSON
+        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["authorization"] = token
+        try:
+            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout).response
+        except ApiException as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions
+            raise KubeTransportError(f"{method} {self.host}{path}: {' '.join(str(exc.reason).split())}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeTransportError(f"{method} {self.host}{path}: {_describe(exc)}") from None
+
+
 class KubeApi:
-    def __init__(self, api_client: ApiClient, request_timeout: float = 30.0) -> None:
-        self._client = api_client
+    def __init__(self, client: KubeClient, request_timeout: float = 30.0) -> None:
+        self._client = client
         self.request_timeout = request_timeout
 
     @property
     def host(self) -> str:
-        return str(self._client.configuration.host)
+        return self._client.host
 
     def open(self, path: str, query: Query = (), accept: str = JSON,
              timeout: Timeout | None = None) -> urllib3.BaseHTTPResponse:
         """GET ``path`` and return the unread response once its status is 2xx (the caller reads and closes it)."""
-        method, url, headers, _, _ = self._client.param_serialize(
-            "GET", path, query_params=list(query), header_params={"Accept": accept}, auth_settings=["BearerToken"])
-        try:
-            response = self._client.call_api(method, url, header_params=headers,
-                                             _request_timeout=timeout or self.request_timeout).response
-        except ApiException as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions
-            raise KubeTransportError(f"GET {self.host}{path}: {' '.join(str(exc.reason).split())}") from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise KubeTransportError(f"GET {self.host}{path}: {_describe(exc)}") from None
+        return self._checked(self._client.request("GET", path, query, accept=accept,
+                                                  timeout=timeout or self.request_timeout), path)
+
+    def post_json(self, path: str, body: dict[str, Any], timeout: Timeout | None = None) -> dict[str, Any]:
+        """POST a JSON document (a review) and return the JSON answer."""
+        response = self._checked(self._client.request("POST", path, body=body,
+                                                      timeout=timeout or self.request_timeout), path)
+        return self._read_and_release(response, path)
+
+    @staticmethod
+    def _checked(response: urllib3.BaseHTTPResponse, path: str) -> urllib3.BaseHTTPResponse:
+        """The response when its status is 2xx; otherwise a ``KubeApiError`` carrying the ``Status`` it sent."""
         if 200 <= response.status < 300:
             return response
         try:
@@ -89,11 +133,14 @@ class KubeApi:
             body = json.loads(raw)
         except ValueError:
             body = None
-        fallback = raw.decode("utf-8", "replace").strip()[:200] or f"GET {path} answered HTTP {response.status}"
+        fallback = raw.decode("utf-8", "replace").strip()[:200] or f"{path} answered HTTP {response.status}"
         raise KubeApiError.from_status(response.status, body, fallback)
 
     def get_json(self, path: str, query: Query = (), accept: str = JSON) -> dict[str, Any]:
-        response = self.open(path, query, accept)
+        return self._read_and_release(self.open(path, query, accept), path)
+
+    @staticmethod
+    def _read_and_release(response: urllib3.BaseHTTPResponse, path: str) -> dict[str, Any]:
         try:
             document = read_json(response, path)
         except KubeError:

@@ -22,13 +22,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3
-from kubernetes.client import ApiClient
 
 from adapter.kube.api import (
     METADATA_LIST_ACCEPT,
     METADATA_WATCH_ACCEPT,
     KubeApi,
     KubeApiError,
+    KubeClient,
     KubeError,
     json_lines,
     read_json,
@@ -45,7 +45,7 @@ class _Expired(Exception):
 
 
 class MetadataCache:
-    def __init__(self, api_client: ApiClient, group_resource: GroupResource, *, watch_timeout: float = 300.0,
+    def __init__(self, api_client: KubeClient, group_resource: GroupResource, *, watch_timeout: float = 300.0,
                  backoff_initial: float = 0.2, backoff_cap: float = 10.0, request_timeout: float = 30.0,
                  page_size: int = 500, start: bool = True) -> None:
         self.group_resource = group_resource

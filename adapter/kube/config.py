@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
-from kubernetes.client import ApiClient, Configuration
-from kubernetes.config.incluster_config import InClusterConfigLoader
-from kubernetes.config.kube_config import load_kube_config
+
+from adapter.kube.api import KubeClient
+from adapter.kube.official import Configuration, incluster_loader, load_kube_config
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -23,8 +23,8 @@ def _one_line(error: BaseException) -> str:
     return text or type(error).__name__
 
 
-def _from_kubeconfig(path: str) -> ApiClient:
-    return ApiClient(kubeconfig_configuration(path))
+def _from_kubeconfig(path: str) -> KubeClient:
+    return KubeClient(kubeconfig_configuration(path))
 
 
 def kubeconfig_configuration(path: str) -> Configuration:
@@ -48,22 +48,22 @@ def kubeconfig_configuration(path: str) -> Configuration:
         raise KubeConfigError(f"kubeconfig {path}: {_one_line(exc)}") from None
 
 
-def _in_cluster(environ: Mapping[str, str], service_account_dir: str) -> ApiClient | None:
+def _in_cluster(environ: Mapping[str, str], service_account_dir: str) -> KubeClient | None:
     token = os.path.join(service_account_dir, "token")
     if not environ.get("KUBERNETES_SERVICE_HOST") or not os.path.isfile(token):
         return None
     configuration = Configuration()
-    loader = InClusterConfigLoader(token_filename=token, cert_filename=os.path.join(service_account_dir, "ca.crt"),
+    loader = incluster_loader()(token_filename=token, cert_filename=os.path.join(service_account_dir, "ca.crt"),
                                    environ=environ)
     try:
         loader.load_and_set(configuration)  # re-reads the (rotated) token file every minute
     except Exception as exc:
         raise KubeConfigError(f"in-cluster configuration ({service_account_dir}): {_one_line(exc)}") from None
-    return ApiClient(configuration)
+    return KubeClient(configuration)
 
 
 def load_api_client(kubeconfig: str | None, *, environ: Mapping[str, str] | None = None,
-                    service_account_dir: str = SERVICE_ACCOUNT_DIR) -> ApiClient | None:
+                    service_account_dir: str = SERVICE_ACCOUNT_DIR) -> KubeClient | None:
     """An API client from ``kubeconfig`` when given, else from the pod's service account, else ``None``.
 
     ``~/.kube/config`` and ``$KUBECONFIG`` are deliberately not consulted: an adapter that silently picks up a

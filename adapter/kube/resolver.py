@@ -7,20 +7,19 @@ import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from kubernetes.client import ApiClient
-
+from adapter.kube.api import KubeClient
 from adapter.kube.cache import MetadataCache
 from adapter.rules.resources import GroupResource
 from adapter.selectors import Requirement
 from adapter.status import ApiError, unavailable
 
-CacheFactory = Callable[[ApiClient, GroupResource], MetadataCache]
+CacheFactory = Callable[[KubeClient, GroupResource], MetadataCache]
 
 
 class KubeResolver:
     """One cache per group-resource, created on first use; a request waits (off the event loop) for its first sync."""
 
-    def __init__(self, api_client: ApiClient, *, sync_timeout: float = 10.0,
+    def __init__(self, api_client: KubeClient, *, sync_timeout: float = 10.0,
                  cache_factory: CacheFactory = MetadataCache) -> None:
         self._api_client = api_client
         self._sync_timeout = sync_timeout
