@@ -31,8 +31,8 @@ from adapter.api.serialise import (
     EXTERNAL_GROUP,
     api_group,
     api_resource_list,
+    encode_metric_value_list,
     external_metric_value_list,
-    metric_value_list,
 )
 from adapter.auth.middleware import AuthOutcome
 from adapter.auth.stack import AuthStack
@@ -124,7 +124,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             return _json(api_resource_list(CUSTOM_GROUP, version, resources))
         q = request.query_params
         items = await state.provider.custom(path, q.get("labelSelector", ""), q.get("metricLabelSelector", ""))
-        return _json(metric_value_list(version, items))
+        return Response(encode_metric_value_list(version, items), media_type="application/json")
 
     async def external(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")

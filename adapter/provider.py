@@ -11,6 +11,7 @@ import asyncio
 import collections
 import logging
 import math
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
 log = logging.getLogger("adapter.provider")
+_timestamp = operator.itemgetter(1)  # Sample.timestamp, without the property call
 promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
 
 
@@ -262,16 +264,19 @@ class Provider:
         path, gr, plan = request.path, request.group_resource, request.plan
         policy = plan.bindings[0].rule.missing_value
         wanted = plan.names if plan.names is not None else sorted(values)
-        object_kind, object_api_version = kind(gr), api_version(gr)
+        # Runs once per object (1,500 for a 1,500-pod selector): tuple.__new__ builds each item in half the time
+        # of calling the NamedTuple class.
+        fixed = (kind(gr), api_version(gr), path.namespace)
+        metric, echo, new, get = path.metric, request.echo, tuple.__new__, values.get
+        zero = policy == MissingValue.ZERO
         items: list[ObjectValue] = []
         for name in wanted:
-            sample = values.get(name)
+            sample = get(name)
             if sample is None:
-                if policy != MissingValue.ZERO:
+                if not zero:
                     continue
                 sample = Sample({}, at, 0.0)
-            items.append(ObjectValue(object_kind, object_api_version, path.namespace, name, path.metric,
-                                     sample.timestamp, sample.value, request.echo))
+            items.append(new(ObjectValue, (*fixed, name, metric, sample[1], sample[2], echo)))
         if not items:
             single = None if path.wildcard else path.name
             raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)
@@ -325,7 +330,7 @@ class Provider:
         latest = 0.0
         for binding, samples, fresh in zip(plan.bindings, answers.samples, answers.fresh, strict=True):
             if samples:
-                latest = max(latest, max(s.timestamp for s in samples))
+                latest = max(latest, max(map(_timestamp, samples)))
             if binding.resource_label is None:
                 continue
             recent = None if fresh is None else {s.labels.get(binding.resource_label) for s in fresh}
