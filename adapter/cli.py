@@ -15,7 +15,7 @@ import httpx
 import typer
 
 import clikit
-from adapter import goflag, prometheus_auth
+from adapter import goflag, malloc, prometheus_auth
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
 from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
 from adapter.kube.api import KubeApi, KubeError
@@ -255,6 +255,7 @@ def serve(
     from adapter.selfmetrics import AdapterMetrics
     from adapter.tls import self_signed
 
+    malloc.configure()  # before any thread starts
     if logging_format not in FORMATS:
         raise UsageError(f"--logging-format {logging_format!r}: expected text or json")
     configure_logging(v, logging_format)
@@ -292,6 +293,7 @@ def serve(
     cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
     discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
     discovery.after_relist(lambda: cache.refresh_freshness(discovery.scrape_intervals))
+    discovery.after_relist(_trim_malloc)  # a relist decodes megabytes of series: give the free pages back
     rules.on_change(lambda _: discovery.request_relist())
     resolver = _resolver(api_client, standalone_objects)
     auth = None
@@ -339,6 +341,10 @@ def serve(
     # collector's sight, a full collection no longer walks them all: under load that walk took ~20 % of the CPU.
     gc.freeze()
     server.run(sockets=[sock])
+
+
+async def _trim_malloc() -> None:
+    malloc.trim()
 
 
 def serving_tls(min_version: str, cipher_suites: str) -> TLSSettings:

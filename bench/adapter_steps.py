@@ -1,7 +1,7 @@
 """Where a request's time goes inside the adapter, per step, in-process (no HTTP client or TLS in the figures).
 
 Setup as in ``adapter_load.py``: a real Prometheus scraping one GPU series per pod, the adapter's GPU presets and a
-``--standalone-objects`` index of the pods. Each request kind is timed three ways, cache off (every request
+``--standalone-objects`` index of the pods. Each request kind is timed four ways, cache off (every request
 queries Prometheus over loopback):
 
 - ``prometheus``: the same PromQL through ``PrometheusClient.query`` (what any adapter must spend);
@@ -10,13 +10,15 @@ queries Prometheus over loopback):
 - ``app``: the whole ASGI app, called directly with a request scope (routing, middleware, engine, encoding).
 
 Printed: this process' CPU time per call in microseconds (so the figures hold on a busy machine: Prometheus'
-own work is in its process), and ``engine - prometheus``, the adapter's own work around the query. Usage: ``python bench/adapter_steps.py [--quick] [--adapter-from DIR] [--json FILE]``.
+own work is in its process), and ``engine - prometheus``, the adapter's own work around the query.
+
+Usage: ``python bench/adapter_steps.py [--quick] [--sizes 10,100,1500] [--profile KIND] [--adapter-from DIR]
+[--json FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import sys

@@ -23,6 +23,7 @@ from typing import Any
 
 import urllib3
 
+from adapter import malloc
 from adapter.kube.api import (
     METADATA_LIST_ACCEPT,
     METADATA_WATCH_ACCEPT,
@@ -33,7 +34,7 @@ from adapter.kube.api import (
     json_lines,
     read_json,
 )
-from adapter.kube.store import MetadataStore, resource_version
+from adapter.kube.store import Meta, MetadataStore, object_meta, resource_version
 from adapter.rules.resources import GroupResource
 from adapter.selectors import Requirement
 
@@ -178,7 +179,8 @@ class MetadataCache:
             if exc.code != 410:
                 raise
             items, version = self._list_pages(path, 0)  # continue token expired mid-way: one unpaged LIST
-        self._store.replace(items)
+        self._store.replace_meta(items)
+        malloc.trim()  # the pages' decoded JSON is gone: give its memory back
         self.resource_version = version
         self.lists_total += 1
         with self._state:
@@ -187,15 +189,20 @@ class MetadataCache:
             self._state.notify_all()
         log.debug("cache of %s: listed %d objects at resourceVersion %s", self.group_resource, len(items), version)
 
-    def _list_pages(self, path: str, limit: int) -> tuple[list[dict[str, Any]], str | None]:
-        items: list[dict[str, Any]] = []
+    def _list_pages(self, path: str, limit: int) -> tuple[list[Meta], str | None]:
+        """Every page's objects, each reduced to what the store keeps as soon as its page is read: only one page
+        of decoded JSON is alive at a time (the whole list's, decoded, was most of a 5,000-pod cache's peak)."""
+        items: list[Meta] = []
         token = ""
         while True:
             query = [("limit", str(limit))] if limit else []
             if token:
                 query.append(("continue", token))
             page = self._read(path, query, METADATA_LIST_ACCEPT, self._api.request_timeout)
-            items.extend(item for item in page.get("items") or () if isinstance(item, dict))
+            for item in page.get("items") or ():
+                meta = object_meta(item) if isinstance(item, dict) else None
+                if meta is not None:
+                    items.append(meta)
             metadata = page.get("metadata") or {}
             token = str(metadata.get("continue") or "")
             if not token:

@@ -2,8 +2,8 @@
 
 Pure and thread-safe: the cache's thread writes, request handlers read. Objects are indexed by namespace so a
 request scans only its own namespace, and by (namespace, label, value) so a selector with an equality requirement
-(a Deployment's matchLabels) examines only the objects carrying that value; label strings are interned because
-thousands of pods share a few labels.
+(a Deployment's matchLabels) examines only the objects carrying that value. Label strings are interned, and objects
+with the same labels (a ReplicaSet's pods) share one label map, because thousands of pods share a few labels.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from typing import Any
 from adapter.selectors import Requirement, matches
 
 Labels = dict[str, str]
+Meta = tuple[str, str, Labels]  # namespace ("" when cluster-scoped), name, labels
 _CLUSTER = ""  # the "namespace" of cluster-scoped objects
 
 
-def object_meta(obj: Mapping[str, Any]) -> tuple[str, str, Labels] | None:
+def object_meta(obj: Mapping[str, Any]) -> Meta | None:
     """``(namespace, name, labels)`` of a full or ``PartialObjectMetadata`` object; ``None`` without a name."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping):
@@ -38,6 +39,11 @@ def resource_version(obj: Mapping[str, Any]) -> str | None:
     metadata = obj.get("metadata")
     value = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
     return str(value) if value else None
+
+
+def _shared(maps: dict[frozenset[tuple[str, str]], Labels], labels: Labels) -> Labels:
+    """The one map held for this label set (the store never changes a map in place)."""
+    return maps.setdefault(frozenset(labels.items()), labels)
 
 
 _IndexKey = tuple[str, str, str]  # namespace, label key, label value
@@ -70,18 +76,21 @@ class MetadataStore:
         self._by_namespace: dict[str, dict[str, Labels]] = {}
         self._index: dict[_IndexKey, set[str]] = {}
         self._count = 0
+        self._shared: dict[frozenset[tuple[str, str]], Labels] = {}  # one map per distinct label set
 
     def __len__(self) -> int:
         return self._count
 
     def replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
         """Swap in the result of a LIST in one step: objects absent from it are gone."""
+        self.replace_meta(meta for meta in map(object_meta, objects) if meta is not None)
+
+    def replace_meta(self, metas: Iterable[Meta]) -> None:
+        """``replace`` from objects already reduced by ``object_meta`` (a LIST reduces each page as it arrives)."""
         fresh: dict[str, dict[str, Labels]] = {}
-        for obj in objects:
-            meta = object_meta(obj)
-            if meta is not None:
-                namespace, name, labels = meta
-                fresh.setdefault(namespace, {})[name] = labels
+        shared: dict[frozenset[tuple[str, str]], Labels] = {}
+        for namespace, name, labels in metas:
+            fresh.setdefault(namespace, {})[name] = _shared(shared, labels)
         index: dict[_IndexKey, set[str]] = {}
         for namespace, objects_of_namespace in fresh.items():  # built after de-duplication: the last copy wins
             for name, labels in objects_of_namespace.items():
@@ -91,6 +100,7 @@ class MetadataStore:
             self._by_namespace = fresh
             self._index = index
             self._count = count
+            self._shared = shared
 
     def apply(self, event_type: str, obj: Mapping[str, Any]) -> None:
         """Apply an ``ADDED``, ``MODIFIED`` or ``DELETED`` watch event; other types are not the store's business."""
@@ -111,6 +121,9 @@ class MetadataStore:
                 return
             if names is None:
                 names = self._by_namespace[namespace] = {}
+            if len(self._shared) > 2 * self._count + 1024:  # label sets of objects long gone: start over
+                self._shared = {}
+            labels = _shared(self._shared, labels)
             if old is None:
                 self._count += 1
                 _index_add(self._index, namespace, name, labels)
