@@ -22,14 +22,18 @@ baseline measured in the same run (timings are never asserted):
    baseline: adapter >= 60 % of bare), ``bare_stdlib`` with FastAPI's default ``JSONResponse`` (the standard
    library's json), ``bare_bytes`` sends it pre-encoded (the floor);
 3. ``--burst`` identical concurrent requests on warm connections: how many Prometheus queries they caused
-   (the adapter's cache counters and Prometheus' own ``/api/v1/query`` request counter; goal: 1).
+   (the adapter's cache counters and Prometheus' own ``/api/v1/query`` request counter; goal: 1);
+4. adapter memory: RSS after start-up (ready and, with ``--kube-pods N``, its pod watch cache synced), after the
+   run and the peak (``VmHWM``), next to a fresh interpreter that only imported the server's modules (goals:
+   <= 80 MiB after start-up, <= 100 MiB under load). ``--kube-pods N`` resolves the selectors through a fake
+   Kubernetes API on loopback holding the bench's pods plus fillers up to N, instead of ``--standalone-objects``.
 
 ``--kind podmetrics`` measures ``metrics.k8s.io`` instead: ``PodMetrics`` of a namespace of ``--podmetrics-pods``
 (1,500) pods with cAdvisor-shaped cpu and memory series (two containers each), served from ``resourceRules`` by
 the adapter (cache off and on) at 1 and 5 clients and at ``--clients``, against Prometheus answering the same two
 PromQL queries (each request is both queries, sent concurrently, as the adapter sends them).
 
-Usage: ``python bench/adapter_load.py [--quick] [--kind podmetrics] [--clients 32] [--duration-s 10]
+Usage: ``python bench/adapter_load.py [--quick] [--kind podmetrics] [--kube-pods 5000] [--clients 32] [--duration-s 10]
 [--profile DIR] [--json FILE]``.
 """
 
@@ -61,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: E402
+from rss import import_only_rss, kube_with_pods, rss_of, warm_pod_cache  # noqa: E402
 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
@@ -492,6 +497,7 @@ class Setup:
     prom: PrometheusServer
     workdir: Path
     objects_file: Path
+    kubeconfig: str | None = None  # --kube-pods: selectors resolved by the fake Kubernetes API's watch cache
     adapters: dict[str, AdapterProcess] = field(default_factory=dict)
     bare: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -511,8 +517,10 @@ class Setup:
 
 
 def start_adapter(setup: Setup, name: str, cache_ttl: str) -> AdapterProcess:
+    objects = ["--kubeconfig", setup.kubeconfig] if setup.kubeconfig else ["--standalone-objects",
+                                                                            str(setup.objects_file)]
     adapter = AdapterProcess(setup.prom.url, str(setup.workdir / "certs"), args=[
-        "--standalone-objects", str(setup.objects_file), "--query-cache-ttl", cache_ttl,
+        *objects, "--query-cache-ttl", cache_ttl,
         "--metrics-relist-interval", "1m", "--prometheus-timeout", "10s"], ready_timeout=60.0)
     setup.adapters[name] = adapter
     return adapter
@@ -614,6 +622,9 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
     adapters = {"ttl0": start_adapter(setup, "ttl0", "0"), "cache": start_adapter(setup, "cache", "5s")}
     for a in adapters.values():  # the cached adapter needs the scrape interval (read at relist) to reuse results
         a.get("/readyz").raise_for_status()
+        if setup.kubeconfig:
+            warm_pod_cache(a.client, "DCGM_FI_DEV_GPU_UTIL", NAMESPACE)
+    result["memory"] = {name: {"start": rss_of(a.proc.pid)["rss"]} for name, a in adapters.items()}
     procs = {"adapter": psutil.Process(adapters["ttl0"].proc.pid), "prometheus": prom_proc}
 
     # The exact PromQL per kind, and the documents the bare server will answer with.
@@ -709,7 +720,9 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
     for name, adapter in adapters.items() if "burst" in args.phases else ():
         bursts[name] = [await burst(adapter, setup.prom.url, args.burst, f"{name}-{i}") for i in range(args.bursts)]
     result["bursts"] = bursts
-    result["rss_mib"] = {name: psutil.Process(a.proc.pid).memory_info().rss / MIB for name, a in adapters.items()}
+    for name, a in adapters.items():
+        after = rss_of(a.proc.pid)
+        result["memory"][name].update(after=after["rss"], peak=after.get("peak", float("nan")))
     return result
 
 
@@ -778,7 +791,12 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
                          f"{b['prometheus_queries']:.0f}"])
     table("identical concurrent requests (fresh PromQL each burst)",
           ["adapter", "requests", "codes", "wall ms", "misses", "coalesced", "hits", "Prometheus queries"], rows)
-    print("\nadapter RSS after the run: " + ", ".join(f"{k} {v:.1f} MiB" for k, v in res["rss_mib"].items()))
+    memory = res["memory"]
+    table(f"adapter memory (MiB RSS; import-only interpreter: {res['import_rss'] / MIB:.1f}; goals: start-up <= 80, "
+          f"under load <= 100){'' if not args.kube_pods else f', {args.kube_pods:,}-pod watch cache'}",
+          ["adapter", "after start-up", "after the run", "peak (VmHWM)"],
+          [[name, f"{m['start'] / MIB:.1f}", f"{m['after'] / MIB:.1f}", f"{m['peak'] / MIB:.1f}"]
+           for name, m in memory.items()])
     for target, prof in res.get("profiles", {}).items():
         for what, frames in prof.items():
             title = "on top of the stack" if what == "self" else "adapter functions, anywhere in the stack"
@@ -887,6 +905,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kind", choices=["custom", "podmetrics"], default="custom",
                    help="custom: the custom-metrics kinds (default); podmetrics: metrics.k8s.io PodMetrics")
     p.add_argument("--podmetrics-pods", type=int, default=1500, help="pods in the podmetrics namespace (1500)")
+    p.add_argument("--kube-pods", type=int, default=0, metavar="N",
+                   help="resolve selectors through a fake Kubernetes API holding the bench's pods plus fillers up to "
+                        "N pods (the adapter's watch cache), instead of --standalone-objects")
     p.add_argument("--clients", type=int, default=32, help="connections in the throughput run (default 32)")
     p.add_argument("--latency-clients", type=int_list, default=[1, 5],
                    help="connections in the latency runs (default 1,5: the HPA controller syncs 5 at a time)")
@@ -926,7 +947,8 @@ def main(argv: list[str] | None = None) -> int:
     header = [machine_line(), GOALS,
               f"sizes={args.sizes} mix={args.mix} clients={args.clients} latency clients={args.latency_clients} "
               f"window={args.duration_s:g}s latency window={args.latency_s:g}s warmup={args.warmup_s:g}s",
-              "objects: --standalone-objects file (no Kubernetes API); auth: --disable-auth; rules: GPU presets",
+              (f"objects: a fake Kubernetes API with {args.kube_pods:,} pods (watch cache)" if args.kube_pods else
+               "objects: --standalone-objects file (no Kubernetes API)") + "; auth: --disable-auth; rules: GPU presets",
               f"adapter from {args.adapter_from or ROOT}"]
     print("\n".join(header), flush=True)
     t0 = time.monotonic()
@@ -936,12 +958,16 @@ def main(argv: list[str] | None = None) -> int:
     objects_file.write_text(json.dumps(objects_document(groups)))
     endpoint = MetricsEndpoint(exposition(groups))
     setup: Setup | None = None
+    named = {pod: app for app, pods in groups.items() for pod in pods}
     try:
         prom = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True,
                                 scrape_interval=args.scrape_interval)
-        setup = Setup(endpoint, prom, workdir, objects_file)
-        wait_series(prom, sum(len(p) for p in groups.values()))
-        res = asyncio.run(bench(args, setup))
+        with kube_with_pods(args.kube_pods and max(args.kube_pods, len(named)), workdir, NAMESPACE,
+                            named) as kubeconfig:
+            setup = Setup(endpoint, prom, workdir, objects_file, kubeconfig)
+            wait_series(prom, sum(len(p) for p in groups.values()))
+            res = asyncio.run(bench(args, setup))
+            res["import_rss"] = import_only_rss(args.adapter_from or ROOT)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

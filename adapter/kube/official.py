@@ -19,16 +19,22 @@ from typing import Any
 
 _PACKAGES = ("kubernetes", "kubernetes.client", "kubernetes.config", "kubernetes.utils")
 _completing = threading.RLock()
+_bare: set[str] = set()  # packages registered here and not completed yet
 
 
 def _complete(module: ModuleType) -> None:
-    """Run the package's real ``__init__`` in its module, once, so every name it defines appears."""
+    """Run the package's real ``__init__`` in its module, once, so every name it defines appears (the client's own
+    ``__init__`` may itself export names lazily, through its own module ``__getattr__``)."""
     with _completing:
-        if module.__dict__.pop("__getattr__", None) is None:
+        if module.__name__ not in _bare:
             return
+        _bare.discard(module.__name__)
+        del module.__dict__["__getattr__"]
         spec = module.__spec__
         assert spec is not None and spec.loader is not None
         spec.loader.exec_module(module)
+        if module.__dict__.get("ApiClient") is _ApiClientOnDemand:
+            del module.__dict__["ApiClient"]  # the package's own, from now on
 
 
 def _bare_package(name: str) -> ModuleType:
@@ -42,13 +48,11 @@ def _bare_package(name: str) -> ModuleType:
 
     def finish_loading(attribute: str) -> Any:
         _complete(module)
-        try:
-            return module.__dict__[attribute]
-        except KeyError:
-            raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
+        return getattr(module, attribute)
 
     module.__getattr__ = finish_loading  # type: ignore[method-assign]
     sys.modules[name] = module
+    _bare.add(name)
     parent, _, child = name.rpartition(".")
     if parent:
         setattr(sys.modules[parent], child, module)
@@ -66,15 +70,13 @@ class _ApiClientOnDemand:
 
 def _load() -> tuple[ModuleType, ModuleType, ModuleType]:
     with _completing:
-        client_package = sys.modules.get("kubernetes.client")
-        whole = client_package is not None and "__getattr__" not in client_package.__dict__
         for name in _PACKAGES:
             _bare_package(name)
         configuration = importlib.import_module("kubernetes.client.configuration")
         rest = importlib.import_module("kubernetes.client.rest")
         exceptions = importlib.import_module("kubernetes.client.exceptions")
-        client_package = sys.modules["kubernetes.client"]
-        if not whole:  # what the config loaders take from a bare kubernetes.client
+        if "kubernetes.client" in _bare:  # what the config loaders take from a bare kubernetes.client
+            client_package = sys.modules["kubernetes.client"]
             client_package.__dict__.setdefault("Configuration", configuration.Configuration)
             client_package.__dict__.setdefault("ApiClient", _ApiClientOnDemand)
         return configuration, rest, exceptions

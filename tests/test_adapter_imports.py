@@ -1,0 +1,61 @@
+"""What the adapter's server imports, and what it must leave alone.
+
+Importing the kubernetes package runs ``__init__`` files that load every generated model and API class (about
+0.5 s and 20 MiB the server never uses: it speaks raw JSON), and ``import httpx`` loads httpx's command line with
+rich and click. The server avoids both (adapter/kube/official.py, adapter/__init__.py); code in the same process
+that does want the whole kubernetes client (the exporter, loadtest, tests) must still get it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_server_imports_neither_the_client_models_nor_a_terminal_toolkit() -> None:
+    loaded = run("import sys, adapter.cli, adapter.app; print(' '.join(sorted(sys.modules)))").split()
+    unwanted = ("kubernetes.client.models", "kubernetes.client.api_client", "kubernetes.client.api",
+                "kubernetes.dynamic", "kubernetes.stream", "kubernetes.watch", "rich", "pygments", "httpx._main")
+    assert not [m for m in loaded if m in unwanted or m.startswith(tuple(f"{u}." for u in unwanted))]
+    assert "kubernetes.client.rest" in loaded and "kubernetes.client.configuration" in loaded  # what it does use
+
+
+def test_the_whole_client_is_there_for_other_code_after_the_adapter_loaded() -> None:
+    out = run("""
+import adapter.cli, adapter.app
+import kubernetes
+from kubernetes import client, config, watch
+from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client.api_client import ApiClient
+api = client.ApiClient(client.Configuration())
+assert isinstance(api, ApiClient) and client.ApiClient is ApiClient
+assert V1Pod(metadata=client.V1ObjectMeta(name="p")).metadata.name == "p"
+assert callable(config.load_kube_config) and callable(config.load_incluster_config)
+assert watch.Watch and kubernetes.utils.parse_quantity("1Ki") == 1024
+print(CoreV1Api.__name__)
+""")
+    assert out.strip() == "CoreV1Api"
+
+
+def test_httpx_command_line_stays_importable() -> None:
+    assert run("import adapter, httpx._main as m; print(callable(m.main))").strip() == "True"
+
+
+def test_a_client_loaded_before_the_adapter_is_left_as_it_was() -> None:
+    out = run("""
+import kubernetes.client
+from kubernetes.client.api_client import ApiClient
+import adapter.cli, adapter.app
+from kubernetes.client import ApiClient as again
+print(again is ApiClient)
+""")
+    assert out.strip() == "True"
