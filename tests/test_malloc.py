@@ -1,0 +1,52 @@
+"""glibc malloc settings (adapter/malloc.py): big buffers freed after a burst leave the process' RSS.
+
+The burst mimics a relist: buffers of a few hundred KiB (answers being decoded) interleaved with small long-lived
+allocations above Python's 512-byte small-object limit (what the answers leave behind). glibc's default raises
+its mmap threshold after the first such buffer is freed, so the next burst lands in the heap between the
+long-lived pieces, and freeing it gives nothing back. Run in fresh interpreters: the settings are per process.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+
+import pytest
+
+BURST = """
+import sys
+from adapter import malloc
+configured = malloc.configure() if sys.argv[1] == "on" else False
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+start = rss()
+kept = []
+for burst in range(2):
+    buffers = []
+    for i in range(200):
+        buffers.append(bytearray(300_000))
+        kept.append(bytearray(1_000))
+    del buffers
+    malloc.trim()
+print(configured, round(rss() - start, 1))
+"""
+
+
+def grown_mib(setting: str) -> tuple[bool, float]:
+    out = subprocess.run([sys.executable, "-c", BURST, setting], capture_output=True, text=True, check=True)
+    configured, grown = out.stdout.split()
+    return configured == "True", float(grown)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings apply to glibc's malloc only")
+def test_freed_buffers_leave_rss_with_the_settings_and_stay_without() -> None:
+    configured, with_settings = grown_mib("on")
+    _, without = grown_mib("off")
+    assert configured
+    assert with_settings < 10, with_settings  # two bursts of 60 MB, given back
+    assert without > 40, without  # the second burst stays in the heap: what the settings are for
