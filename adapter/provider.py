@@ -20,7 +20,7 @@ from typing import Protocol
 
 from adapter.api.paths import MetricPath
 from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage
-from adapter.api.serialise import ExternalValue, ObjectValue
+from adapter.api.serialise import ExternalValue, ObjectValue, ObjectValues
 from adapter.prometheus import PrometheusClient, PrometheusUnavailable, QueryFailed, Sample
 from adapter.querycache import QueryCache
 from adapter.rules import (
@@ -215,7 +215,7 @@ class Provider:
 
     # -- custom.metrics.k8s.io -------------------------------------------------------------------------
     async def custom(self, path: MetricPath, label_selector: str = "",
-                     metric_label_selector: str = "") -> list[ObjectValue]:
+                     metric_label_selector: str = "") -> ObjectValues:
         request = await self.plan_custom(path, label_selector, metric_label_selector)
         values, at = self._merge(request.plan, await self._run(request.plan), path.namespace)
         return self._custom_items(request, values, at)
@@ -227,7 +227,7 @@ class Provider:
         answers = await self._run(request.plan)
         chosen, at = self._merge(request.plan, answers, request.path.namespace)
         try:
-            items: list[ObjectValue] = self._custom_items(request, chosen, at)
+            items: Sequence[ObjectValue] = self._custom_items(request, chosen, at)
             error = None
         except ApiError as exc:
             items, error = [], exc
@@ -259,28 +259,21 @@ class Provider:
         plan = self._plan_custom(bindings, path.namespace, names, matchers, to_label_values(metric_reqs))
         return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
 
-    def _custom_items(self, request: CustomRequest, values: dict[str, Sample], at: float) -> list[ObjectValue]:
+    def _custom_items(self, request: CustomRequest, values: dict[str, Sample], at: float) -> ObjectValues:
         """The merged values (``_merge``), with the first rule's missing-value policy; none at all is a 404."""
         path, gr, plan = request.path, request.group_resource, request.plan
-        policy = plan.bindings[0].rule.missing_value
         wanted = plan.names if plan.names is not None else sorted(values)
-        # Runs once per object (1,500 for a 1,500-pod selector): tuple.__new__ builds each item in half the time
-        # of calling the NamedTuple class.
-        fixed = (kind(gr), api_version(gr), path.namespace)
-        metric, echo, new, get = path.metric, request.echo, tuple.__new__, values.get
-        zero = policy == MissingValue.ZERO
-        items: list[ObjectValue] = []
-        for name in wanted:
-            sample = get(name)
-            if sample is None:
-                if not zero:
-                    continue
-                sample = Sample({}, at, 0.0)
-            items.append(new(ObjectValue, (*fixed, name, metric, sample[1], sample[2], echo)))
-        if not items:
+        # Runs once per object (1,500 for a 1,500-pod selector): columns, not a tuple per item.
+        if plan.bindings[0].rule.missing_value == MissingValue.ZERO:
+            zero = Sample({}, at, 0.0)
+            names, samples = list(wanted), [values.get(name, zero) for name in wanted]
+        else:
+            names = [name for name in wanted if name in values]
+            samples = [values[name] for name in names]
+        if not names:
             single = None if path.wildcard else path.name
             raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)
-        return items
+        return ObjectValues(kind(gr), api_version(gr), path.namespace, path.metric, request.echo, names, samples)
 
     @staticmethod
     def _scope_matches(binding: Binding, path: MetricPath) -> bool:

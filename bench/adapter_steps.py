@@ -12,8 +12,10 @@ queries Prometheus over loopback):
 Printed: this process' CPU time per call in microseconds (so the figures hold on a busy machine: Prometheus'
 own work is in its process), and ``engine - prometheus``, the adapter's own work around the query.
 
-Usage: ``python bench/adapter_steps.py [--quick] [--sizes 10,100,1500] [--profile KIND] [--adapter-from DIR]
-[--json FILE]``.
+``--cache`` turns the query cache on, so engine and app answer from it (what a repeated HPA request costs).
+
+Usage: ``python bench/adapter_steps.py [--quick] [--cache] [--sizes 10,100,1500] [--profile [app:]KIND]
+[--adapter-from DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ async def profile(call: Callable[[], Awaitable[Any]], calls: int = 200) -> None:
         await call()
     profiler.disable()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
 
 
 async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -> list[dict[str, Any]]:
@@ -106,7 +109,10 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
     rules = RulesSource.load(None)
     discovery = Discovery(client, rules, interval_s=3600)
     await discovery.relist()
-    provider = Provider(QueryCache(client, ttl_s=0), lambda: discovery.catalogue, StandaloneObjects(str(objects_file)))
+    cache = QueryCache(client, ttl_s=3600 if args.cache else 0)
+    if args.cache:  # the cache reuses an answer for at most the scrape interval it read at relist
+        cache.set_scrape_interval(3600.0)
+    provider = Provider(cache, lambda: discovery.catalogue, StandaloneObjects(str(objects_file)))
     app = create_app(AdapterState(client, discovery, provider, serve_external=lambda: False), run_discovery=False)
     encode = getattr(sys.modules["adapter.api.serialise"], "encode_metric_value_list", None)
     rows = []
@@ -131,6 +137,8 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
         query = "&".join(f"{k}={v}" for k, v in kind.params)
         if args.profile == kind.name:
             await profile(engine)
+        elif args.profile == f"app:{kind.name}":
+            await profile(AsgiCall(app, kind.path, "&".join(f"{k}={v}" for k, v in kind.params)))
         row: dict[str, Any] = {"kind": kind.name, "items": len(items) if hasattr(items, "__len__") else None}
         for name, call in (("prometheus", prometheus), ("engine", engine), ("encode", encoded),
                            ("app", AsgiCall(app, kind.path, query))):
@@ -148,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[10, 100, 1500])
     parser.add_argument("--adapter-from", help="import the adapter from this checkout (before/after figures)")
     parser.add_argument("--json", help="also write the figures to this file")
-    parser.add_argument("--profile", metavar="KIND", help="print cProfile's top functions for this kind's engine")
+    parser.add_argument("--profile", metavar="KIND",
+                        help="print cProfile's top functions for this kind's engine (app:KIND: for the whole app)")
+    parser.add_argument("--cache", action="store_true", help="query cache on (engine and app answer from it)")
     args = parser.parse_args(argv)
     args.seconds = 1.0 if args.quick else 3.0
     _code(args.adapter_from)

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import orjson
 
@@ -28,6 +28,37 @@ class ObjectValue(NamedTuple):
     timestamp: float
     value: float
     selector: dict[str, Any] | None = None
+
+
+class ObjectValues(Sequence[ObjectValue]):
+    """One answer's items as columns: what they share once, then each object's name and (timestamp, value) pair.
+
+    An answer about 1,500 pods would otherwise build 1,500 ``ObjectValue`` tuples only to encode them; the encoder
+    reads the columns, and anything else sees a sequence of ``ObjectValue``."""
+
+    __slots__ = ("api_version", "kind", "metric", "names", "namespace", "samples", "selector")
+
+    def __init__(self, kind: str, api_version: str, namespace: str | None, metric: str,
+                 selector: dict[str, Any] | None, names: list[str], samples: Sequence[Sequence[Any]]) -> None:
+        """``samples[i]`` is ``names[i]``'s ``(labels, timestamp, value)`` (a ``prometheus.Sample``)."""
+        self.kind, self.api_version, self.namespace, self.metric = kind, api_version, namespace, metric
+        self.selector, self.names, self.samples = selector, names, samples
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, index: int) -> ObjectValue: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ObjectValue]: ...
+
+    def __getitem__(self, index: int | slice) -> ObjectValue | list[ObjectValue]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        sample = self.samples[index]
+        return ObjectValue(self.kind, self.api_version, self.namespace, self.names[index], self.metric, sample[1],
+                           sample[2], self.selector)
 
 
 def rfc3339(timestamp: float) -> str:
@@ -69,54 +100,105 @@ def metric_value_list(version: str, items: Sequence[ObjectValue]) -> dict[str, A
 # those fragments with its timestamps and values. orjson.dumps(metric_value_list(...)) gives the same bytes
 # (tests/test_serialise_bytes.py); building the per-item dicts it needs was most of a 1,500-item answer's time.
 _FRAGMENTS_KEPT = 16_384  # objects whose fragments are kept; then the memory starts over
-_fragments: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+_QUANTITIES_KEPT = 4_096
+# (version, kind, apiVersion, namespace, metric, encoded selector) -> object name -> (before the timestamp,
+# after the value, with the comma that follows an item)
+_fragments: dict[tuple[Any, ...], dict[str, tuple[bytes, bytes]]] = {}
+_fragment_count = 0
+_quantities: dict[float, bytes] = {}  # equal numbers format alike (1 and 1.0), so no need to key by type
 _HEADS = {v: b'{"kind":"MetricValueList","apiVersion":"%s/%s","metadata":{},"items":[' % (CUSTOM_GROUP.encode(),
                                                                                           v.encode())
           for v in ("v1beta1", "v1beta2")}
+_VALUE = b'","value":"'
+
+
+def _item_fragments(version: str, obj: ObjectValue, selector: bytes) -> tuple[bytes, bytes]:
+    """What an item's encoding holds before its timestamp, and after its value (with a trailing comma)."""
+    described = orjson.dumps(_described(obj))
+    if version == "v1beta1":
+        return (b'{"describedObject":%s,"metricName":%s,"timestamp":"' % (described, orjson.dumps(obj.metric)),
+                b'","selector":%s},' % selector)
+    return (b'{"describedObject":%s,"metric":{"name":%s,"selector":%s},"timestamp":"'
+            % (described, orjson.dumps(obj.metric), selector), b'"},')
+
+
+def _quantity_text(value: float) -> bytes:
+    if len(_quantities) >= _QUANTITIES_KEPT:
+        _quantities.clear()
+    text = _quantities[value] = _quantity(value).encode()
+    return text
+
+
+def encode_metric_value_list(version: str, items: Sequence[ObjectValue]) -> bytes:
+    """``orjson.dumps(metric_value_list(version, items))``, from per-object fragments kept between answers.
+
+    Runs once per item (1,500 for a 1,500-pod selector), so it is one plain loop: the items of an answer share
+    their kind, metric and selector (looked up once) and mostly their timestamp (formatted once)."""
+    global _fragment_count
+    head = _HEADS.get(version)
+    if head is None or not items:
+        return orjson.dumps(metric_value_list(version, items))
+    if isinstance(items, ObjectValues):
+        return _encode_columns(version, head, items)
+    out = [head]
+    extend, quantity = out.extend, _quantities.get
+    context: tuple[Any, ...] | None = None
+    objects: dict[str, tuple[bytes, bytes]] = {}
+    selector_of: Any = _VALUE  # never an item's selector
+    selector = b"null"
+    last_timestamp, timestamp_text = None, b""
+    for kind, api_version, namespace, name, metric, timestamp, value, echoed in items:
+        if echoed is not selector_of:
+            selector_of, selector = echoed, orjson.dumps(echoed)
+        key = (version, kind, api_version, namespace, metric, selector)
+        if key != context:
+            context, objects = key, _fragments.setdefault(key, {})
+        parts = objects.get(name)
+        if parts is None:
+            if _fragment_count >= _FRAGMENTS_KEPT:  # start over
+                _fragments.clear()
+                _fragment_count, objects = 0, _fragments.setdefault(key, {})
+            parts = objects[name] = _item_fragments(
+                version, ObjectValue(kind, api_version, namespace, name, metric, timestamp, value, echoed), selector)
+            _fragment_count += 1
+        if timestamp != last_timestamp:
+            last_timestamp, timestamp_text = timestamp, _rfc3339_bytes(int(timestamp))
+        extend((parts[0], timestamp_text, _VALUE, quantity(value) or _quantity_text(value), parts[1]))
+    out[-1] = out[-1][:-1]  # the last item's comma
+    out.append(b"]}")
+    return b"".join(out)
+
+
+def _encode_columns(version: str, head: bytes, items: ObjectValues) -> bytes:
+    """``encode_metric_value_list`` for columns: the shared fields are looked up once for the whole answer."""
+    global _fragment_count
+    selector = orjson.dumps(items.selector)
+    key = (version, items.kind, items.api_version, items.namespace, items.metric, selector)
+    objects = _fragments.setdefault(key, {})
+    out = [head]
+    extend, quantity = out.extend, _quantities.get
+    last_timestamp, timestamp_text = None, b""
+    for name, (_, timestamp, value) in zip(items.names, items.samples, strict=True):
+        parts = objects.get(name)
+        if parts is None:
+            if _fragment_count >= _FRAGMENTS_KEPT:  # start over
+                _fragments.clear()
+                _fragment_count, objects = 0, _fragments.setdefault(key, {})
+            obj = ObjectValue(items.kind, items.api_version, items.namespace, name, items.metric, timestamp, value,
+                              items.selector)
+            parts = objects[name] = _item_fragments(version, obj, selector)
+            _fragment_count += 1
+        if timestamp != last_timestamp:
+            last_timestamp, timestamp_text = timestamp, _rfc3339_bytes(int(timestamp))
+        extend((parts[0], timestamp_text, _VALUE, quantity(value) or _quantity_text(value), parts[1]))
+    out[-1] = out[-1][:-1]  # the last item's comma
+    out.append(b"]}")
+    return b"".join(out)
 
 
 @lru_cache(maxsize=256)
 def _rfc3339_bytes(seconds: int) -> bytes:
     return _rfc3339_seconds(seconds).encode()
-
-
-@lru_cache(maxsize=4096, typed=True)
-def _quantity_bytes(value: float) -> bytes:
-    return _quantity(value).encode()
-
-
-def _item_fragments(version: str, obj: ObjectValue, selector: bytes) -> tuple[bytes, bytes]:
-    """What an item's encoding holds before its timestamp, and after its value."""
-    described = orjson.dumps(_described(obj))
-    if version == "v1beta1":
-        return (b'{"describedObject":%s,"metricName":%s,"timestamp":"' % (described, orjson.dumps(obj.metric)),
-                b'","selector":%s}' % selector)
-    return (b'{"describedObject":%s,"metric":{"name":%s,"selector":%s},"timestamp":"'
-            % (described, orjson.dumps(obj.metric), selector), b'"}')
-
-
-def encode_metric_value_list(version: str, items: Sequence[ObjectValue]) -> bytes:
-    """``orjson.dumps(metric_value_list(version, items))``, from per-object fragments kept between answers."""
-    head = _HEADS.get(version)
-    if head is None or not items:
-        return orjson.dumps(metric_value_list(version, items))
-    encoded: list[bytes] = []
-    selector_of: Any = None
-    selector = b"null"
-    fragments = _fragments
-    for obj in items:
-        if obj.selector is not selector_of:  # one selector per answer: encoded once
-            selector_of = obj.selector
-            selector = orjson.dumps(selector_of)
-        key = (version, obj.kind, obj.api_version, obj.namespace, obj.name, obj.metric, selector)
-        parts = fragments.get(key)
-        if parts is None:
-            if len(fragments) >= _FRAGMENTS_KEPT:
-                fragments.clear()
-            parts = fragments[key] = _item_fragments(version, obj, selector)
-        encoded.append(b'%s%s","value":"%s%s' % (parts[0], _rfc3339_bytes(int(obj.timestamp)),
-                                                  _quantity_bytes(obj.value), parts[1]))
-    return b"%s%s]}" % (head, b",".join(encoded))
 
 
 @dataclass(frozen=True)
