@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple, overload
@@ -130,52 +131,37 @@ def _quantity_text(value: float) -> bytes:
 
 
 def encode_metric_value_list(version: str, items: Sequence[ObjectValue]) -> bytes:
-    """``orjson.dumps(metric_value_list(version, items))``, from per-object fragments kept between answers.
-
-    Runs once per item (1,500 for a 1,500-pod selector), so it is one plain loop: the items of an answer share
-    their kind, metric and selector (looked up once) and mostly their timestamp (formatted once)."""
-    global _fragment_count
+    """``orjson.dumps(metric_value_list(version, items))``, from per-object fragments kept between answers."""
     head = _HEADS.get(version)
     if head is None or not items:
         return orjson.dumps(metric_value_list(version, items))
-    if isinstance(items, ObjectValues):
-        return _encode_columns(version, head, items)
     out = [head]
-    extend, quantity = out.extend, _quantities.get
-    context: tuple[Any, ...] | None = None
-    objects: dict[str, tuple[bytes, bytes]] = {}
-    selector_of: Any = _VALUE  # never an item's selector
-    selector = b"null"
-    last_timestamp, timestamp_text = None, b""
-    for kind, api_version, namespace, name, metric, timestamp, value, echoed in items:
-        if echoed is not selector_of:
-            selector_of, selector = echoed, orjson.dumps(echoed)
-        key = (version, kind, api_version, namespace, metric, selector)
-        if key != context:
-            context, objects = key, _fragments.setdefault(key, {})
-        parts = objects.get(name)
-        if parts is None:
-            if _fragment_count >= _FRAGMENTS_KEPT:  # start over
-                _fragments.clear()
-                _fragment_count, objects = 0, _fragments.setdefault(key, {})
-            parts = objects[name] = _item_fragments(
-                version, ObjectValue(kind, api_version, namespace, name, metric, timestamp, value, echoed), selector)
-            _fragment_count += 1
-        if timestamp != last_timestamp:
-            last_timestamp, timestamp_text = timestamp, _rfc3339_bytes(int(timestamp))
-        extend((parts[0], timestamp_text, _VALUE, quantity(value) or _quantity_text(value), parts[1]))
+    for columns in _as_columns(items):
+        _encode_columns(out, version, columns)
     out[-1] = out[-1][:-1]  # the last item's comma
     out.append(b"]}")
     return b"".join(out)
 
 
-def _encode_columns(version: str, head: bytes, items: ObjectValues) -> bytes:
-    """``encode_metric_value_list`` for columns: the shared fields are looked up once for the whole answer."""
+def _as_columns(items: Sequence[ObjectValue]) -> Iterator[ObjectValues]:
+    """The provider's answer as it is; other items in runs that share what columns share."""
+    if isinstance(items, ObjectValues):
+        yield items
+        return
+    for _, run in itertools.groupby(items, lambda o: (o.kind, o.api_version, o.namespace, o.metric, id(o.selector))):
+        group = list(run)
+        first = group[0]
+        yield ObjectValues(first.kind, first.api_version, first.namespace, first.metric, first.selector,
+                           [o.name for o in group], [(None, o.timestamp, o.value) for o in group])
+
+
+def _encode_columns(out: list[bytes], version: str, items: ObjectValues) -> None:
+    """Append each item's encoding, with a comma after each. Runs once per item (1,500 for a 1,500-pod selector):
+    the fields the items share are looked up once, and a timestamp is formatted once for the items sharing it."""
     global _fragment_count
     selector = orjson.dumps(items.selector)
     key = (version, items.kind, items.api_version, items.namespace, items.metric, selector)
     objects = _fragments.setdefault(key, {})
-    out = [head]
     extend, quantity = out.extend, _quantities.get
     last_timestamp, timestamp_text = None, b""
     for name, (_, timestamp, value) in zip(items.names, items.samples, strict=True):
@@ -191,9 +177,6 @@ def _encode_columns(version: str, head: bytes, items: ObjectValues) -> bytes:
         if timestamp != last_timestamp:
             last_timestamp, timestamp_text = timestamp, _rfc3339_bytes(int(timestamp))
         extend((parts[0], timestamp_text, _VALUE, quantity(value) or _quantity_text(value), parts[1]))
-    out[-1] = out[-1][:-1]  # the last item's comma
-    out.append(b"]}")
-    return b"".join(out)
 
 
 @lru_cache(maxsize=256)
