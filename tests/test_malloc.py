@@ -12,8 +12,6 @@ import platform
 import subprocess
 import sys
 
-import pytest
-
 BURST = """
 import sys
 from adapter import malloc
@@ -43,9 +41,11 @@ def grown_mib(setting: str) -> tuple[bool, float]:
     return configured == "True", float(grown)
 
 
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the settings apply to glibc's malloc only")
 def test_freed_buffers_leave_rss_with_the_settings_and_stay_without() -> None:
     configured, with_settings = grown_mib("on")
+    if platform.libc_ver()[0] != "glibc":  # musl, macOS: nothing is changed, and configure says so
+        assert not configured
+        return
     _, without = grown_mib("off")
     assert configured
     assert with_settings < 10, with_settings  # two bursts of 60 MB, given back
