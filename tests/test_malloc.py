@@ -1,9 +1,10 @@
 """glibc malloc settings (adapter/malloc.py): big buffers freed after a burst leave the process' RSS.
 
 The burst mimics a relist: buffers of a few hundred KiB (answers being decoded) interleaved with small long-lived
-allocations above Python's 512-byte small-object limit (what the answers leave behind). glibc's default raises
-its mmap threshold after the first such buffer is freed, so the next burst lands in the heap between the
-long-lived pieces, and freeing it gives nothing back. Run in fresh interpreters: the settings are per process.
+allocations above Python's 512-byte small-object limit (what the answers leave behind). By default glibc raises
+its mmap and trim thresholds each time such a buffer is freed (up to 32 and 64 MiB), so later bursts land in the
+heap and stay there; the "off" run starts from those raised thresholds, which makes it independent of what the
+interpreter's start-up left in the heap. Run in fresh interpreters: the settings are per process.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ import sys
 
 BURST = """
 import sys
+import ctypes
 from adapter import malloc
-configured = malloc.configure() if sys.argv[1] == "on" else False
+if sys.argv[1] == "on":
+    configured = malloc.configure()
+else:  # where glibc's own adjustment takes its thresholds after big buffers come and go
+    configured, mallopt = False, ctypes.CDLL(None).mallopt
+    mallopt(-3, 32 * 1024 * 1024)  # M_MMAP_THRESHOLD
+    mallopt(-1, 64 * 1024 * 1024)  # M_TRIM_THRESHOLD
 
 def rss():
     for line in open("/proc/self/status"):
