@@ -11,9 +11,9 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # The lowest allowed version of every direct dependency (uv's lowest-direct resolution), for `make test-lowest`.
 LOWEST := $(CURDIR)/.venv-lowest
 # Left out of that run: tests of files and tools (chart, manifests, recording rules, image), not of dependencies,
-# the minute-long demo, and the end-to-end files whose library calls the rest already make (CI's 25 minutes on
-# 2 cores hold two whole suites no longer). In: every unit test, one adapter and one exporter end-to-end file
-# (test_adapter_e2e, test_exporter_e2e), and the Kubernetes client's (test_kube_cache, test_adapter_auth_e2e).
+# the minute-long demo, and the other end-to-end files (CI's 25 minutes on 2 cores no longer hold two whole
+# suites). In: every unit test, one adapter and one exporter end-to-end file (test_adapter_e2e, test_exporter_e2e),
+# and the Kubernetes client's (test_kube_cache, test_adapter_auth_e2e).
 LOWEST_SKIPS := $(addprefix --ignore=tests/,test_demo.py test_image.py test_chart.py test_deploy_manifests.py \
 	test_prometheus_rules.py test_loadtest_run.py test_exporter_web_config.py test_exporter_kube_e2e.py \
 	test_value_age_e2e.py test_doctor.py test_adapter_discovery.py test_victoriametrics.py test_rules_reload.py \

@@ -50,8 +50,8 @@ from adapter.selfmetrics import rule_label
 from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
 
 log = logging.getLogger("adapter.provider")
-_timestamp = operator.itemgetter(1)  # Sample.timestamp, without the property call
 promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
+_timestamp = operator.itemgetter(1)  # Sample.timestamp, without the property call
 
 
 class ObjectResolver(Protocol):

@@ -145,8 +145,8 @@ def test_custom_paths_and_selectors(version: str, namespace: str, res: str, name
     if response.status_code != 200:
         assert body["kind"] == "Status" and body["code"] == response.status_code and body["message"]
     if "" in parts:
-        # An empty segment disappears from the path as Kubernetes reads it ("namespaces//pods/metrics/m" is the
-        # metric m of the Namespace "pods"), so the request is not about these parts: the queries must still parse.
+        # adapter/api/paths.py drops empty segments ("namespaces//pods/metrics/m" is the metric m of the Namespace
+        # "pods"), so the request is not about these parts: the queries must still parse.
         _check_queries(None, None)
     else:
         _check_queries(namespace, name)

@@ -16,7 +16,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from adapter.kube import KubeConfigError, KubeResolver, MetadataCache, load_api_client
-from adapter.kube.api import METADATA_LIST_ACCEPT, KubeClient
+from adapter.kube.api import METADATA_LIST_ACCEPT, KubeApi, KubeClient
 from adapter.rules.resources import GroupResource
 from adapter.selectors import parse_selector
 from adapter.status import ApiError
@@ -280,6 +280,28 @@ def test_metadata_only_accept_header_and_kubeconfig_token_are_sent(
     assert "as=PartialObjectMetadata;" in watches[0].headers["accept"]
     assert watches[0].query["allowWatchBookmarks"] == "true" and int(watches[0].query["timeoutSeconds"]) > 0
     assert {r.headers["authorization"] for r in fake_kube.received} == {"Bearer s3cret"}
+
+
+def test_the_token_is_read_through_the_configurations_refresh_hook_on_every_request(
+        fake_kube: FakeKube, tmp_path: Path) -> None:
+    """The loaders keep a token fresh through ``refresh_api_key_hook`` (the in-cluster loader re-reads the rotated
+    service-account token): each request the adapter sends must carry the token as the hook leaves it."""
+    client = load_api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig", token="first"))
+    assert client is not None
+    tokens = iter(["second", "third"])
+
+    def rotate(configuration: Any) -> None:  # where the client's loaders keep it (incluster_config.py)
+        configuration.api_key["BearerToken"] = f"Bearer {next(tokens)}"
+
+    client.configuration.refresh_api_key_hook = rotate
+    api = KubeApi(client)
+    try:
+        api.get_json("/api/v1/pods")
+        api.post_json("/apis/authentication.k8s.io/v1/tokenreviews",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}})
+    finally:
+        client.close()
+    assert [r.headers["authorization"] for r in fake_kube.received] == ["Bearer second", "Bearer third"]
 
 
 def test_a_server_that_ignores_the_metadata_accept_header_still_works(

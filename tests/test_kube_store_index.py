@@ -170,3 +170,17 @@ def test_non_equality_selectors_still_scan() -> None:
     assert store.names("ml", sel("app")) == ["a", "b"]
     assert store.names("ml", sel("app=")) == []
     assert store.names("ml") == ["a", "b", "c"]
+
+
+def test_objects_with_the_same_labels_share_one_label_map() -> None:
+    """A ReplicaSet's pods carry one label set: the store keeps one map for them, from a LIST and from events,
+    and a relabelled object gets a map of its own without changing the others'."""
+    store = MetadataStore()
+    store.replace([obj("a", "p0", app="x", tier="1"), obj("a", "p1", tier="1", app="x"), obj("b", "p2", app="x")])
+    shared = store.labels("a", "p0")
+    assert store.labels("a", "p1") is shared and store.labels("b", "p2") is not shared
+    store.apply("ADDED", obj("a", "p3", app="x", tier="1"))
+    assert store.labels("a", "p3") is shared
+    store.apply("MODIFIED", obj("a", "p1", app="y", tier="1"))
+    assert store.labels("a", "p1") == {"app": "y", "tier": "1"} and shared == {"app": "x", "tier": "1"}
+    assert store.names("a", sel("app=x")) == ["p0", "p3"] and store.names("a", sel("app=y")) == ["p1"]

@@ -126,7 +126,7 @@ def _item_fragments(version: str, obj: ObjectValue, selector: bytes) -> tuple[by
 def _quantity_text(value: float) -> bytes:
     if len(_quantities) >= _QUANTITIES_KEPT:
         _quantities.clear()
-    text = _quantities[value] = _quantity(value).encode()
+    text = _quantities[value] = format_quantity(value).encode()
     return text
 
 

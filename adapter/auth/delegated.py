@@ -96,3 +96,5 @@ class KubeDelegate:
             raise DelegationUnavailable(f"{what}: kube-apiserver answered {exc.code} {exc.reason}".rstrip()) from None
         except KubeError as exc:  # refused, reset, timed out, bad TLS, not JSON
             raise DelegationUnavailable(f"{what}: {exc}") from None
+        except Exception as exc:  # anything else the REST layer raises: still no answer, still fail closed
+            raise DelegationUnavailable(f"{what}: {exc.__class__.__name__}: {exc}") from None

@@ -110,16 +110,16 @@ class KubeApi:
              timeout: Timeout | None = None) -> urllib3.BaseHTTPResponse:
         """GET ``path`` and return the unread response once its status is 2xx (the caller reads and closes it)."""
         return self._checked(self._client.request("GET", path, query, accept=accept,
-                                                  timeout=timeout or self.request_timeout), path)
+                                                  timeout=timeout or self.request_timeout), f"GET {path}")
 
     def post_json(self, path: str, body: dict[str, Any], timeout: Timeout | None = None) -> dict[str, Any]:
         """POST a JSON document (a review) and return the JSON answer."""
         response = self._checked(self._client.request("POST", path, body=body,
-                                                      timeout=timeout or self.request_timeout), path)
+                                                      timeout=timeout or self.request_timeout), f"POST {path}")
         return self._read_and_release(response, path)
 
     @staticmethod
-    def _checked(response: urllib3.BaseHTTPResponse, path: str) -> urllib3.BaseHTTPResponse:
+    def _checked(response: urllib3.BaseHTTPResponse, request: str) -> urllib3.BaseHTTPResponse:
         """The response when its status is 2xx; otherwise a ``KubeApiError`` carrying the ``Status`` it sent."""
         if 200 <= response.status < 300:
             return response
@@ -133,7 +133,7 @@ class KubeApi:
             body = json.loads(raw)
         except ValueError:
             body = None
-        fallback = raw.decode("utf-8", "replace").strip()[:200] or f"{path} answered HTTP {response.status}"
+        fallback = raw.decode("utf-8", "replace").strip()[:200] or f"{request} answered HTTP {response.status}"
         raise KubeApiError.from_status(response.status, body, fallback)
 
     def get_json(self, path: str, query: Query = (), accept: str = JSON) -> dict[str, Any]:
