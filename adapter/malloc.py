@@ -2,10 +2,12 @@
 
 Python's own allocator serves small objects; buffers above 512 bytes (a Prometheus answer, a page of a LIST) come
 from glibc, which by default (1) gives every thread that allocates its own arena, and (2) raises its mmap threshold
-each time such a buffer is freed, so later ones come from the heap, whose freed top is returned only past the
-trim threshold and whose middle never is. After a relist or a LIST that memory stayed counted in RSS until the
-next one. Here the threshold stays at 128 KiB (big buffers are mmapped and unmapped when freed), threads share two
-arenas, and ``trim()`` hands free heap pages back after a burst. Elsewhere (musl, macOS) nothing is changed.
+each time such a buffer is freed, so later ones come from the heap, whose freed pages stay counted in RSS. Here
+threads share two arenas, and ``trim()`` hands free heap pages back after a burst (``malloc_trim`` releases the
+free pages in the middle of the heap as well as at its top). glibc's own thresholds are left as they are: fixing
+the mmap threshold at 128 KiB, as an earlier version did, made every answer over it (a 1,500-item answer is
+~450 KB) an mmap, page faults and an munmap, and cost a 1,500-item cache hit ~40 % of its CPU
+(bench/adapter_load.py) for no memory saved under load. Elsewhere (musl, macOS) nothing is changed.
 """
 
 from __future__ import annotations
@@ -15,10 +17,7 @@ import logging
 
 log = logging.getLogger("adapter.malloc")
 
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
-_THRESHOLD = 128 * 1024
 _ARENAS = 2
 
 _libc: ctypes.CDLL | None = None
@@ -33,8 +32,7 @@ def configure() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    ok = all(mallopt(param, value) == 1 for param, value in (
-        (_M_ARENA_MAX, _ARENAS), (_M_MMAP_THRESHOLD, _THRESHOLD), (_M_TRIM_THRESHOLD, _THRESHOLD)))
+    ok = mallopt(_M_ARENA_MAX, _ARENAS) == 1
     if ok:
         malloc_trim.argtypes = [ctypes.c_size_t]
         _libc = libc

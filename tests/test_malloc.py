@@ -3,8 +3,8 @@
 The burst mimics a relist: buffers of a few hundred KiB (answers being decoded) interleaved with small long-lived
 allocations above Python's 512-byte small-object limit (what the answers leave behind). By default glibc raises
 its mmap and trim thresholds each time such a buffer is freed (up to 32 and 64 MiB), so later bursts land in the
-heap and stay there; the "off" run starts from those raised thresholds, which makes it independent of what the
-interpreter's start-up left in the heap. Run in fresh interpreters: the settings are per process.
+heap; both runs start from those raised thresholds (independent of what the interpreter's start-up left in the
+heap), and only ``trim()`` after the burst tells them apart. Run in fresh interpreters: the settings are per process.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ BURST = """
 import sys
 import ctypes
 from adapter import malloc
-if sys.argv[1] == "on":
-    configured = malloc.configure()
-else:  # where glibc's own adjustment takes its thresholds after big buffers come and go
-    configured, mallopt = False, ctypes.CDLL(None).mallopt
+configured = malloc.configure() if sys.argv[1] == "on" else False
+# where glibc's own adjustment takes its thresholds after big buffers come and go
+mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc's; none on macOS
+if mallopt is not None:
     mallopt(-3, 32 * 1024 * 1024)  # M_MMAP_THRESHOLD
     mallopt(-1, 64 * 1024 * 1024)  # M_TRIM_THRESHOLD
 
@@ -37,7 +37,7 @@ for burst in range(2):
         buffers.append(bytearray(300_000))
         kept.append(bytearray(1_000))
     del buffers
-    malloc.trim()
+    malloc.trim()  # a no-op unless configure() applied
 print(configured, round(rss() - start, 1))
 """
 
@@ -56,4 +56,4 @@ def test_freed_buffers_leave_rss_with_the_settings_and_stay_without() -> None:
     _, without = grown_mib("off")
     assert configured
     assert with_settings < 10, with_settings  # two bursts of 60 MB, given back
-    assert without > 40, without  # the second burst stays in the heap: what the settings are for
+    assert without > 40, without  # without trim() the bursts stay in the heap: what the settings are for
