@@ -188,25 +188,21 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         log.exception("unexpected error")
         return _json(ApiError(500, f"Internal error occurred: {exc.__class__.__name__}").body(), 500)
 
-    @app.get("/healthz", response_class=PlainTextResponse)
-    @app.get("/livez", response_class=PlainTextResponse)
-    async def live() -> str:
-        return "ok"
+    # The other routes are plain Starlette routes too: FastAPI's routes build a pydantic response model for each
+    # endpoint at start-up (and import pydantic.v1 to check for one), memory the server does not need.
+    async def live(_: Request) -> Response:
+        return PlainTextResponse("ok")
 
-    @app.get("/readyz", response_class=PlainTextResponse)
-    async def ready() -> Response:
+    async def ready(_: Request) -> Response:
         if state.discovery.ready:
             return PlainTextResponse("ok")
         return PlainTextResponse("discovery has not completed yet", status_code=503)
 
-    @app.get("/openapi/v2")
-    @app.get("/openapi/v3")
-    async def openapi() -> JSONResponse:
+    async def openapi(_: Request) -> Response:
         # The aggregator skips a 404 gracefully ("assuming the server won't provide any spec").
         raise ApiError(404, "the server could not find the requested resource")
 
-    @app.get("/apis")
-    async def apis() -> JSONResponse:
+    async def apis(_: Request) -> Response:
         groups = [api_group(CUSTOM_GROUP, list(reversed(VERSIONS)))]
         if state.serve_external():
             groups.append(api_group(EXTERNAL_GROUP, ["v1beta1"]))
@@ -214,25 +210,27 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             groups.append(api_group(RESOURCE_GROUP, [RESOURCE_VERSION]))
         return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 
-    @app.get(f"/apis/{CUSTOM_GROUP}")
-    async def custom_group() -> JSONResponse:
+    async def custom_group(_: Request) -> Response:
         return _json(api_group(CUSTOM_GROUP, list(reversed(VERSIONS))))  # v1beta2 preferred
 
-    @app.get(f"/apis/{RESOURCE_GROUP}")
-    async def resource_group() -> JSONResponse:
+    async def resource_group(_: Request) -> Response:
         if resource_metrics.rules is None:
             raise ApiError(404, "the server could not find the requested resource")
         return _json(api_group(RESOURCE_GROUP, [RESOURCE_VERSION]))
 
-    @app.get("/metrics")
-    async def self_metrics() -> Response:
+    async def self_metrics(_: Request) -> Response:
         return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)
 
-    @app.get("/debug/explain/{path:path}")
-    async def debug_explain(request: Request, path: str) -> JSONResponse:
+    async def debug_explain(request: Request) -> Response:
         q = request.query_params
-        return _json(await explain(state.provider, "/" + path, q.get("labelSelector", ""),
+        return _json(await explain(state.provider, "/" + request.path_params["path"], q.get("labelSelector", ""),
                                    q.get("metricLabelSelector", ""), lambda: resource_metrics.rules))
+
+    for path, endpoint in (("/healthz", live), ("/livez", live), ("/readyz", ready), ("/openapi/v2", openapi),
+                           ("/openapi/v3", openapi), ("/apis", apis), (f"/apis/{CUSTOM_GROUP}", custom_group),
+                           (f"/apis/{RESOURCE_GROUP}", resource_group), ("/metrics", self_metrics),
+                           ("/debug/explain/{path:path}", debug_explain)):
+        app.add_route(path, endpoint, methods=["GET"])
 
     if state.auth is not None:
         auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
