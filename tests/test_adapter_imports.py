@@ -59,3 +59,24 @@ from kubernetes.client import ApiClient as again
 print(again is ApiClient)
 """)
     assert out.strip() == "True"
+
+
+def test_building_the_app_creates_no_pydantic_models() -> None:
+    """Every route is a plain Starlette route: FastAPI's own routes build a pydantic response model per endpoint
+    and import pydantic.v1 to look for one, memory the server does not need (README Performance)."""
+    loaded = run("""
+import sys
+from adapter.app import AdapterState, create_app
+from adapter.discovery import Discovery
+from adapter.prometheus import PrometheusClient, PrometheusConfig
+from adapter.provider import Provider
+from adapter.rules import gpu_presets
+client = PrometheusClient(PrometheusConfig(url="http://127.0.0.1:9"))
+rules = gpu_presets()
+discovery = Discovery(client, lambda: rules)
+app = create_app(AdapterState(client, discovery, Provider(client, lambda: discovery.catalogue),
+                              serve_external=lambda: True))
+assert len(app.routes) > 10
+print(" ".join(sorted(sys.modules)))
+""").split()
+    assert not [m for m in loaded if m == "pydantic.v1" or m.startswith("pydantic.v1.")]
