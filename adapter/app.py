@@ -43,7 +43,7 @@ from adapter.prometheus import PrometheusClient
 from adapter.provider import Provider, ResourceMetrics
 from adapter.rules_source import RulesSource
 from adapter.selfmetrics import CONTENT_TYPE, AdapterMetrics
-from adapter.status import ApiError
+from adapter.status import ApiError, not_found
 
 log = logging.getLogger("adapter.app")
 
@@ -115,7 +115,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     async def custom(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
         if version not in VERSIONS:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         path = parse_custom_path(rest)
         if path is None:
             catalogue = state.discovery.catalogue
@@ -129,7 +129,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     async def external(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
         if version != "v1beta1" or not state.serve_external():
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         target = parse_external_path(rest)
         if target is None:
             catalogue = state.discovery.catalogue
@@ -146,12 +146,12 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
         rules = resource_metrics.rules
         if version != RESOURCE_VERSION or rules is None:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         if not rest:
             return _json(resource_list())
         path = parse_resource_path(rest)
         if path is None:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         selector = request.query_params.get("labelSelector", "")
         try:
             fields = parse_field_selector(request.query_params.get("fieldSelector", ""))
@@ -180,8 +180,8 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        message = "the server could not find the requested resource" if exc.status_code == 404 else str(exc.detail)
-        return _json(ApiError(exc.status_code, message).body(), exc.status_code)
+        error = not_found() if exc.status_code == 404 else ApiError(exc.status_code, str(exc.detail))
+        return _json(error.body(), exc.status_code)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -200,7 +200,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
 
     async def openapi(_: Request) -> Response:
         # The aggregator skips a 404 gracefully ("assuming the server won't provide any spec").
-        raise ApiError(404, "the server could not find the requested resource")
+        raise not_found()
 
     async def apis(_: Request) -> Response:
         groups = [api_group(CUSTOM_GROUP, list(reversed(VERSIONS)))]
@@ -215,7 +215,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
 
     async def resource_group(_: Request) -> Response:
         if resource_metrics.rules is None:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         return _json(api_group(RESOURCE_GROUP, [RESOURCE_VERSION]))
 
     async def self_metrics(_: Request) -> Response:

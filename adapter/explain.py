@@ -32,7 +32,7 @@ from adapter.provider import Explanation, ObjectResolver, Provider
 from adapter.rules import Binding, RulesConfig, result_object_name
 from adapter.rules.resource_rules import ResourceRules
 from adapter.selfmetrics import rule_label
-from adapter.status import ApiError, bad_request
+from adapter.status import ApiError, bad_request, not_found
 
 if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
     from rich.console import Console
@@ -47,10 +47,6 @@ class Target:
     metric_path: MetricPath | None = None
     namespace: str = ""
     metric: str = ""
-
-
-def not_found() -> ApiError:
-    return ApiError(404, "the server could not find the requested resource")
 
 
 def parse_api_path(path: str) -> Target:

@@ -22,7 +22,7 @@ from adapter.api.serialise import rfc3339
 from adapter.prometheus import Sample
 from adapter.provider import Provider, ResourceMetrics
 from adapter.rules.resource_rules import NAMESPACE, NODE, POD, ResourceRules
-from adapter.status import ApiError, bad_request
+from adapter.status import ApiError, bad_request, not_found
 
 if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
     from rich.console import Console
@@ -60,7 +60,7 @@ async def explain_resource(provider: Provider, rules: Callable[[], ResourceRules
                            label_selector: str = "") -> dict[str, Any]:
     """The explanation of ``/apis/metrics.k8s.io/<version>/<rest>`` as JSON-ready data."""
     if version != "v1beta1" or rules() is None:
-        raise ApiError(404, "the server could not find the requested resource")
+        raise not_found()
     path = parse_resource_request(rest)
     recording = _Recording(provider, rules)
     request = {"path": f"/apis/metrics.k8s.io/{version}/{rest}", "group": "metrics.k8s.io", "version": version,

@@ -47,11 +47,11 @@ from adapter.selectors import (
     to_promql_matchers,
 )
 from adapter.selfmetrics import rule_label
-from adapter.status import ApiError, bad_request, internal, metric_not_found, unavailable
+from adapter.status import ApiError, bad_request, internal, metric_not_found, not_found, unavailable
 
 log = logging.getLogger("adapter.provider")
-promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
 _timestamp = operator.itemgetter(1)  # Sample.timestamp, without the property call
+promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
 
 
 class ObjectResolver(Protocol):
@@ -519,7 +519,7 @@ class ResourceMetrics:
     def _require(self) -> ResourceRules:
         rules = self._rules()
         if rules is None:
-            raise ApiError(404, "the server could not find the requested resource")
+            raise not_found()
         return rules
 
     async def _all_namespaces(self, label_selector: str) -> set[tuple[str, str]] | None:

@@ -27,6 +27,11 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, message)
 
 
+def not_found() -> ApiError:
+    """A path nothing here serves: the apiserver's own words for it."""
+    return ApiError(404, "the server could not find the requested resource")
+
+
 def metric_not_found(metric: str, group_resource: str, name: str | None = None, selector: str = "") -> ApiError:
     """The reference server's wording, so operators' searches and runbooks keep working."""
     message = f"the server could not find the metric {metric} for {group_resource}"

@@ -138,7 +138,7 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
         if args.profile == kind.name:
             await profile(engine)
         elif args.profile == f"app:{kind.name}":
-            await profile(AsgiCall(app, kind.path, "&".join(f"{k}={v}" for k, v in kind.params)))
+            await profile(AsgiCall(app, kind.path, query))
         row: dict[str, Any] = {"kind": kind.name, "items": len(items) if hasattr(items, "__len__") else None}
         for name, call in (("prometheus", prometheus), ("engine", engine), ("encode", encoded),
                            ("app", AsgiCall(app, kind.path, query))):

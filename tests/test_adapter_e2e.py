@@ -244,6 +244,8 @@ def test_health_and_openapi(stack: tuple) -> None:
     for path in ("/healthz", "/livez", "/readyz"):
         response = adapter.get(path)
         assert (response.status_code, response.text) == (200, "ok")
+        head = adapter.client.head(path)  # answered as GET, without a body
+        assert (head.status_code, head.content) == (200, b"")
     for path in ("/openapi/v2", "/openapi/v3"):
         assert adapter.get(path).status_code == 404
 
