@@ -80,3 +80,35 @@ assert len(app.routes) > 10
 print(" ".join(sorted(sys.modules)))
 """).split()
     assert not [m for m in loaded if m == "pydantic.v1" or m.startswith("pydantic.v1.")]
+
+
+def test_a_kubeconfig_loads_without_the_oauth_packages_which_still_load_when_used(tmp_path: Path) -> None:
+    """The kubeconfig loader imports oauthlib and requests_oauthlib (with requests) at the top for its OIDC and GCP
+    providers only; the adapter leaves them unloaded until the loader uses them (README Performance: 4.5 MiB)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("""
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: s3cret}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+""")
+    out = run(f"""
+import sys
+from adapter.kube.config import kubeconfig_configuration
+configuration = kubeconfig_configuration({str(kubeconfig)!r})
+assert configuration.host == "https://127.0.0.1:6443", configuration.host
+assert configuration.api_key["BearerToken"] == "Bearer s3cret", configuration.api_key
+print(" ".join(m for m in ("requests", "charset_normalizer", "oauthlib.oauth2.rfc6749") if m in sys.modules))
+from kubernetes.config import kube_config
+session = kube_config.OAuth2Session(client_id="adapter")  # what the OIDC refresh builds
+import requests_oauthlib
+assert type(session) is requests_oauthlib.OAuth2Session and session.client_id == "adapter"
+from kubernetes.client import ApiClient
+assert ApiClient.__module__ == "kubernetes.client.api_client", ApiClient
+assert issubclass(kube_config.oauthlib.oauth2.rfc6749.errors.InvalidClientIdError, Exception)
+from requests_oauthlib import OAuth1Session
+print("used", OAuth1Session.__name__, "requests" in sys.modules)
+""").splitlines()
+    assert out == ["", "used OAuth1Session True"]

@@ -6,6 +6,10 @@ uses, since it speaks raw JSON (adapter/kube/api.py). This module registers ``ku
 ``kubernetes.config`` and ``kubernetes.utils`` as bare packages (their paths only) and imports just the modules
 serving needs from them. Each bare package finishes loading the first time something asks it for a name it lacks,
 so other code in the same process (the exporter, loadtest, tests) that uses the full client still gets it.
+
+The kubeconfig loader is treated the same way: the OAuth packages it imports at the top (``oauthlib.oauth2``,
+``requests_oauthlib`` and with it requests and charset_normalizer, 4.5 MiB and 170 modules) serve only its OIDC
+refresh, so they stay bare until that runs.
 """
 
 from __future__ import annotations
@@ -33,8 +37,6 @@ def _complete(module: ModuleType) -> None:
         spec = module.__spec__
         assert spec is not None and spec.loader is not None
         spec.loader.exec_module(module)
-        if module.__dict__.get("ApiClient") is _ApiClientOnDemand:
-            del module.__dict__["ApiClient"]  # the package's own, from now on
 
 
 def _bare_package(name: str) -> ModuleType:
@@ -59,13 +61,28 @@ def _bare_package(name: str) -> ModuleType:
     return module
 
 
-class _ApiClientOnDemand:
-    """Stands in for ``ApiClient`` inside the kubeconfig loader, which builds one only for an OIDC token refresh."""
+class _OnDemand:
+    """Stands in, inside the kubeconfig loader only, for a class it imports by name but builds only for an OIDC
+    token refresh: the real class is imported (with its package) when first called."""
+
+    module: str
+    name: str
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        from kubernetes.client.api_client import ApiClient  # the real one, with its models
+        return getattr(importlib.import_module(cls.module), cls.name)(*args, **kwargs)
 
-        return ApiClient(*args, **kwargs)
+
+class _ApiClientOnDemand(_OnDemand):
+    module, name = "kubernetes.client.api_client", "ApiClient"  # the real one, with its models
+
+
+class _OAuth2SessionOnDemand(_OnDemand):
+    module, name = "requests_oauthlib.oauth2_session", "OAuth2Session"
+
+
+# What kubernetes.config.kube_config imports by name from a package left bare: (package, name, stand-in).
+_KUBE_CONFIG_NAMES = (("kubernetes.client", "ApiClient", _ApiClientOnDemand),
+                      ("requests_oauthlib", "OAuth2Session", _OAuth2SessionOnDemand))
 
 
 def _load() -> tuple[ModuleType, ModuleType, ModuleType]:
@@ -76,9 +93,7 @@ def _load() -> tuple[ModuleType, ModuleType, ModuleType]:
         rest = importlib.import_module("kubernetes.client.rest")
         exceptions = importlib.import_module("kubernetes.client.exceptions")
         if "kubernetes.client" in _bare:  # what the config loaders take from a bare kubernetes.client
-            client_package = sys.modules["kubernetes.client"]
-            client_package.__dict__.setdefault("Configuration", configuration.Configuration)
-            client_package.__dict__.setdefault("ApiClient", _ApiClientOnDemand)
+            sys.modules["kubernetes.client"].__dict__.setdefault("Configuration", configuration.Configuration)
         return configuration, rest, exceptions
 
 
@@ -92,6 +107,29 @@ def incluster_loader() -> Any:
     return importlib.import_module("kubernetes.config.incluster_config").InClusterConfigLoader
 
 
+def _kube_config() -> ModuleType:
+    """``kubernetes.config.kube_config``, imported with its OAuth packages left bare.
+
+    The stand-ins it takes by name from bare packages are removed from those packages right after, so anything
+    else asking them for the name gets the real class.
+    """
+    with _completing:
+        if "kubernetes.config.kube_config" in sys.modules:
+            return sys.modules["kubernetes.config.kube_config"]
+        _bare_package("oauthlib.oauth2")
+        _bare_package("requests_oauthlib")
+        lent = [(sys.modules[package], name, stand_in) for package, name, stand_in in _KUBE_CONFIG_NAMES
+                if package in _bare and name not in sys.modules[package].__dict__]
+        for package_module, name, stand_in in lent:
+            package_module.__dict__[name] = stand_in
+        try:
+            return importlib.import_module("kubernetes.config.kube_config")
+        finally:
+            for package_module, name, stand_in in lent:
+                if package_module.__dict__.get(name) is stand_in:
+                    del package_module.__dict__[name]
+
+
 def load_kube_config(**kwargs: Any) -> None:
-    """``kubernetes.config.kube_config.load_kube_config``: imported on first use (it brings requests and oauthlib)."""
-    importlib.import_module("kubernetes.config.kube_config").load_kube_config(**kwargs)
+    """``kubernetes.config.kube_config.load_kube_config``, imported on first use."""
+    _kube_config().load_kube_config(**kwargs)
