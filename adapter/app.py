@@ -105,8 +105,11 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         for shutdown in state.on_shutdown:
             shutdown()
 
-    # No trailing-slash redirects: a Kubernetes client gets a Status, never a 307 to follow.
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan, redirect_slashes=False)
+    # No trailing-slash redirects: a Kubernetes client gets a Status, never a 307 to follow. No FastAPI telemetry:
+    # the adapter configures no OpenTelemetry provider (its own metrics are at /metrics), and FastAPI would look
+    # for one on every request.
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan, redirect_slashes=False,
+                  telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False})
     app.state.adapter = state
 
     # The two hot routes are plain Starlette routes: FastAPI's dependency solving for their path parameters was a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import math
 import operator
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from adapter.api.paths import MetricPath
 from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage
@@ -51,6 +52,8 @@ from adapter.status import ApiError, bad_request, internal, metric_not_found, no
 
 log = logging.getLogger("adapter.provider")
 _timestamp = operator.itemgetter(1)  # Sample.timestamp, without the property call
+_labels = operator.itemgetter(0)
+_value = operator.itemgetter(2)
 promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6
 
 
@@ -150,11 +153,32 @@ def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
     return any(all(f.labels.get(k, v) == v for k, v in labels.items()) for f in series)
 
 
+# HPAs repeat their selectors every sync: each text is parsed and translated once (a refused one every time).
+@lru_cache(maxsize=1024)
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
     try:
         return parse_selector(text)
     except SelectorError as exc:
         raise bad_request(f"invalid {what}: {exc}") from None
+
+
+class MetricSelector(NamedTuple):
+    """A selector on the metric's own labels, as each part of the request needs it."""
+
+    requirements: tuple[Requirement, ...]
+    matchers: tuple[str, ...]  # PromQL label matchers (.LabelMatchers)
+    values: tuple[tuple[str, str], ...]  # .LabelValuesByName
+    echo: dict[str, Any] | None  # the LabelSelector echoed in each item (shared: never changed)
+
+
+@lru_cache(maxsize=1024)
+def _metric_selector(text: str, what: str) -> MetricSelector:
+    requirements = _selector(text, what)
+    try:
+        matchers = tuple(to_promql_matchers(requirements))
+    except SelectorError as exc:
+        raise bad_request(f"invalid {what}: {exc}") from None
+    return MetricSelector(requirements, matchers, to_label_values(requirements), to_label_selector(requirements))
 
 
 class SeveralSeries:
@@ -241,11 +265,7 @@ class Provider:
             gr = normalise_resource(path.resource)
         except ResourceError:
             raise metric_not_found(path.metric, path.resource) from None
-        metric_reqs = _selector(metric_label_selector, "metricLabelSelector")
-        try:
-            matchers = to_promql_matchers(metric_reqs)
-        except SelectorError as exc:
-            raise bad_request(f"invalid metricLabelSelector: {exc}") from None
+        metric = _metric_selector(metric_label_selector, "metricLabelSelector")
         bindings = self._current().lookup(path.metric, gr)
         single = None if path.wildcard else path.name
         if not bindings or not self._scope_matches(bindings[0], path):
@@ -256,8 +276,8 @@ class Provider:
             names = await self._resolver.names(gr, path.namespace, object_reqs)
             if names == []:
                 raise metric_not_found(path.metric, str(gr))
-        plan = self._plan_custom(bindings, path.namespace, names, matchers, to_label_values(metric_reqs))
-        return CustomRequest(path, gr, metric_label_selector, to_label_selector(metric_reqs), plan)
+        plan = self._plan_custom(bindings, path.namespace, names, metric.matchers, metric.values)
+        return CustomRequest(path, gr, metric_label_selector, metric.echo, plan)
 
     def _custom_items(self, request: CustomRequest, values: dict[str, Sample], at: float) -> ObjectValues:
         """The merged values (``_merge``), with the first rule's missing-value policy; none at all is a 404."""
@@ -265,11 +285,10 @@ class Provider:
         wanted = plan.names if plan.names is not None else sorted(values)
         # Runs once per object (1,500 for a 1,500-pod selector): columns, not a tuple per item.
         if plan.bindings[0].rule.missing_value == MissingValue.ZERO:
-            zero = Sample({}, at, 0.0)
-            names, samples = list(wanted), [values.get(name, zero) for name in wanted]
+            names, samples = list(wanted), list(map(values.get, wanted, itertools.repeat(Sample({}, at, 0.0))))
         else:
-            names = [name for name in wanted if name in values]
-            samples = [values[name] for name in names]
+            names = list(filter(values.__contains__, wanted))
+            samples = list(map(values.__getitem__, names))
         if not names:
             single = None if path.wildcard else path.name
             raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)
@@ -281,10 +300,10 @@ class Provider:
         return binding.namespaced == (path.namespace is not None)
 
     def _plan_custom(self, bindings: Sequence[Binding], namespace: str | None, names: list[str] | None,
-                     matchers: list[str], values: tuple[tuple[str, str], ...]) -> QueryPlan:
+                     matchers: tuple[str, ...], values: tuple[tuple[str, str], ...]) -> QueryPlan:
         object_names = tuple(names) if names is not None else None
         try:
-            queries, freshness = _render_custom_all(tuple(bindings), namespace, object_names, tuple(matchers), values,
+            queries, freshness = _render_custom_all(tuple(bindings), namespace, object_names, matchers, values,
                                                     self._max_sample_age())
         except QueryError as exc:
             raise bad_request(str(exc)) from None
@@ -347,7 +366,13 @@ class Provider:
         label = binding.resource_label
         # A query whose template uses .LabelMatchers already asked for the namespace: no check per sample.
         ns_label = binding.namespace_label if namespace is not None and not binding.filters_namespace else None
-        mine: dict[str, Sample] = {}
+        if not taken and ns_label is None:
+            # The usual case (the first rule, namespace asked in the query): in C, one sample per object, each
+            # with the label; anything else is sorted out by the loop below.
+            mine = dict(zip(map(dict.get, map(_labels, samples), itertools.repeat(label)), samples, strict=True))
+            if len(mine) == len(samples) and None not in mine and "" not in mine:
+                return mine, all(map(math.isfinite, map(_value, samples)))
+        mine = {}
         skipped, finite, isfinite = 0, True, math.isfinite
         for sample in samples:
             labels = sample.labels
@@ -399,15 +424,12 @@ class Provider:
         return Explanation(plan, label_selector, tuple(tuple(r) for r in answers.samples), {}, tuple(items), error)
 
     def plan_external(self, namespace: str, metric: str, label_selector: str = "") -> QueryPlan:
-        reqs = _selector(label_selector, "labelSelector")
-        try:
-            matchers = to_promql_matchers(reqs)
-        except SelectorError as exc:
-            raise bad_request(f"invalid labelSelector: {exc}") from None
+        selector = _metric_selector(label_selector, "labelSelector")
+        matchers = selector.matchers
         bindings = self._current().external_lookup(metric)
         if not bindings:
             raise ApiError(404, f"the server could not find the external metric {metric}")
-        values, max_age_s = to_label_values(reqs), self._max_sample_age()
+        values, max_age_s = selector.values, self._max_sample_age()
         queries, freshness = [], []
         try:
             for b in bindings:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,7 +79,7 @@ class StandaloneObjects:
         self.path = path
         self._stamp: tuple[int, int, int] | None = None
         self._objects: dict[GroupResource, tuple[_Object, ...]] | None = None
-        self._index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
+        self._index: dict[tuple[GroupResource, str | None, str, str], tuple[_Object, ...]] = {}
         self._error: str | None = None
         self.load()
 
@@ -132,16 +133,16 @@ class StandaloneObjects:
             return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
         req = selector[position]
         rest = selector[:position] + selector[position + 1:]
-        candidates = self._index.get((group_resource, namespace, req.key, req.values[0]), ())
-        return sorted(o.name for o in candidates if not rest or matches(rest, o.labels))
+        candidates = self._index.get((group_resource, namespace, req.key, req.values[0]), ())  # sorted by name
+        return [o.name for o in candidates if not rest or matches(rest, o.labels)]
 
 
 def _label_index(objects: Mapping[GroupResource, tuple[_Object, ...]],
-                 ) -> dict[tuple[GroupResource, str | None, str, str], list[_Object]]:
-    """(group-resource, namespace, label, value) -> the objects with that label value."""
+                 ) -> dict[tuple[GroupResource, str | None, str, str], tuple[_Object, ...]]:
+    """(group-resource, namespace, label, value) -> the objects with that label value, sorted by name."""
     index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
     for gr, listed in objects.items():
         for obj in listed:
             for label, value in obj.labels.items():
                 index.setdefault((gr, obj.namespace, label, value), []).append(obj)
-    return index
+    return {key: tuple(sorted(found, key=operator.attrgetter("name"))) for key, found in index.items()}

@@ -46,13 +46,14 @@ def model_names(model: Model, namespace: str | None, selector: tuple[Requirement
     return sorted(name for name, labels in objects.items() if matches(selector, labels))
 
 
-def expected_index(model: Model) -> dict[tuple[str, str, str], set[str]]:
-    index: dict[tuple[str, str, str], set[str]] = {}
+def expected_index(model: Model) -> dict[tuple[str, str, str], list[str]]:
+    """Each bucket sorted: ``names()`` answers a one-requirement selector with the bucket as it is."""
+    index: dict[tuple[str, str, str], list[str]] = {}
     for namespace, objects in model.items():
         for name, labels in objects.items():
             for key, value in labels.items():
-                index.setdefault((namespace, key, value), set()).add(name)
-    return index
+                index.setdefault((namespace, key, value), []).append(name)
+    return {key: sorted(names) for key, names in index.items()}
 
 
 # -- strategies --------------------------------------------------------------------------------------------------

@@ -38,14 +38,16 @@ def test_fragments_give_the_plain_encoding(version: str, items: list[ObjectValue
     assert json.loads(expected) == metric_value_list(version, items)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(version=st.sampled_from(["v1beta1", "v1beta2"]), first=objects, names=st.lists(texts, max_size=6),
-       values=st.lists(st.tuples(st.floats(0, 4_102_444_800), values), min_size=6, max_size=6), selector=selectors)
+       values=st.lists(st.tuples(st.floats(0, 4_102_444_800), values), min_size=6, max_size=6), selector=selectors,
+       one_time=st.booleans())
 def test_columns_give_the_plain_encoding_of_their_items(version: str, first: ObjectValue, names: list[str],
                                                         values: list[tuple[float, float]], selector: dict | None,
-                                                        ) -> None:
-    """The provider's answer (shared fields once, then names and samples) encodes as its items would."""
-    samples = [({}, timestamp, value) for timestamp, value in values[:len(names)]]
+                                                        one_time: bool) -> None:
+    """The provider's answer (shared fields once, then names and samples) encodes as its items would, whether the
+    samples share one timestamp (an instant query's evaluation time) or not."""
+    samples = [({}, values[0][0] if one_time else timestamp, value) for timestamp, value in values[:len(names)]]
     columns = ObjectValues(first.kind, first.api_version, first.namespace, first.metric, selector, names, samples)
     items = [ObjectValue(first.kind, first.api_version, first.namespace, name, first.metric, timestamp, value,
                          selector) for name, (_, timestamp, value) in zip(names, samples, strict=True)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,30 +98,36 @@ def metric_value_list(version: str, items: Sequence[ObjectValue]) -> dict[str, A
 
 # -- the same documents as bytes, item by item ----------------------------------------------------------------------
 # An HPA asks about the same objects every sync period, and in an item only the timestamp and the value change:
-# the rest (describedObject, the metric, the selector) is encoded once per object and kept, and each answer joins
-# those fragments with its timestamps and values. orjson.dumps(metric_value_list(...)) gives the same bytes
-# (tests/test_serialise_bytes.py); building the per-item dicts it needs was most of a 1,500-item answer's time.
+# what comes before the timestamp (describedObject, the metric name) is encoded once per object and kept, what comes
+# after the value (the selector) is the same for every item of an answer, and each answer joins those with its
+# timestamps and values. orjson.dumps(metric_value_list(...)) gives the same bytes (tests/test_serialise_bytes.py);
+# building the per-item dicts it needs was most of a 1,500-item answer's time, and so was a Python loop over the
+# items: the join below runs in C (map, zip, chain) but for objects, values and timestamps seen for the first time.
 _FRAGMENTS_KEPT = 16_384  # objects whose fragments are kept; then the memory starts over
 _QUANTITIES_KEPT = 4_096
-# (version, kind, apiVersion, namespace, metric, encoded selector) -> object name -> (before the timestamp,
-# after the value, with the comma that follows an item)
-_fragments: dict[tuple[Any, ...], dict[str, tuple[bytes, bytes]]] = {}
+# (version, kind, apiVersion, namespace, metric, encoded selector) -> object name -> the item up to its timestamp
+_fragments: dict[tuple[Any, ...], dict[str, bytes]] = {}
 _fragment_count = 0
 _quantities: dict[float, bytes] = {}  # equal numbers format alike (1 and 1.0), so no need to key by type
 _HEADS = {v: b'{"kind":"MetricValueList","apiVersion":"%s/%s","metadata":{},"items":[' % (CUSTOM_GROUP.encode(),
                                                                                           v.encode())
           for v in ("v1beta1", "v1beta2")}
-_VALUE = b'","value":"'
+_timestamps = operator.itemgetter(1)
+_values = operator.itemgetter(2)
 
 
-def _item_fragments(version: str, obj: ObjectValue, selector: bytes) -> tuple[bytes, bytes]:
-    """What an item's encoding holds before its timestamp, and after its value (with a trailing comma)."""
+def _item_head(version: str, obj: ObjectValue, selector: bytes) -> bytes:
+    """What an item's encoding holds before its timestamp."""
     described = orjson.dumps(_described(obj))
     if version == "v1beta1":
-        return (b'{"describedObject":%s,"metricName":%s,"timestamp":"' % (described, orjson.dumps(obj.metric)),
-                b'","selector":%s},' % selector)
+        return b'{"describedObject":%s,"metricName":%s,"timestamp":"' % (described, orjson.dumps(obj.metric))
     return (b'{"describedObject":%s,"metric":{"name":%s,"selector":%s},"timestamp":"'
-            % (described, orjson.dumps(obj.metric), selector), b'"},')
+            % (described, orjson.dumps(obj.metric), selector))
+
+
+def _item_tail(version: str, selector: bytes) -> bytes:
+    """What follows an item's value, with the comma that separates it from the next item."""
+    return b'","selector":%s},' % selector if version == "v1beta1" else b'"},'
 
 
 def _quantity_text(value: float) -> bytes:
@@ -156,32 +163,52 @@ def _as_columns(items: Sequence[ObjectValue]) -> Iterator[ObjectValues]:
 
 
 def _encode_columns(out: list[bytes], version: str, items: ObjectValues) -> None:
-    """Append each item's encoding, with a comma after each. Runs once per item (1,500 for a 1,500-pod selector):
-    the fields the items share are looked up once, and a timestamp is formatted once for the items sharing it."""
-    global _fragment_count
+    """Append each item's encoding, with a comma after each: (head, timestamp, value, tail) per item, four byte
+    strings the final join copies."""
     selector = orjson.dumps(items.selector)
     key = (version, items.kind, items.api_version, items.namespace, items.metric, selector)
-    objects = _fragments.setdefault(key, {})
-    extend, quantity = out.extend, _quantities.get
-    last_timestamp, timestamp_text = None, b""
-    for name, (_, timestamp, value) in zip(items.names, items.samples, strict=True):
-        parts = objects.get(name)
-        if parts is None:
-            if _fragment_count >= _FRAGMENTS_KEPT:  # start over
+    names = items.names
+    kept = _fragments.get(key)
+    heads = list(map(kept.get, names)) if kept is not None else [None] * len(names)
+    if None in heads:
+        heads = _new_heads(version, items, key, heads, selector)
+    samples = items.samples
+    timestamps = list(map(_timestamps, samples))
+    if timestamps.count(timestamps[0]) == len(timestamps):  # an instant query: one evaluation time for all
+        stamped: Iterator[bytes] = itertools.repeat(_stamp(timestamps[0]))
+    else:
+        stamped = map(_stamp, timestamps)
+    values = list(map(_values, samples))
+    texts = list(map(_quantities.get, values))
+    if None in texts:
+        texts = [text or _quantity_text(value) for text, value in zip(texts, values, strict=True)]
+    out.extend(itertools.chain.from_iterable(zip(heads, stamped, texts,
+                                                 itertools.repeat(_item_tail(version, selector)))))
+
+
+def _new_heads(version: str, items: ObjectValues, key: tuple[Any, ...], heads: list[bytes | None],
+               selector: bytes) -> list[bytes]:
+    """``heads`` with the missing ones encoded and kept (the memory starts over when it holds too many)."""
+    global _fragment_count
+    kept = _fragments.setdefault(key, {})
+    filled = []
+    for name, head in zip(items.names, heads, strict=True):
+        if head is None:
+            if _fragment_count >= _FRAGMENTS_KEPT:
                 _fragments.clear()
-                _fragment_count, objects = 0, _fragments.setdefault(key, {})
-            obj = ObjectValue(items.kind, items.api_version, items.namespace, name, items.metric, timestamp, value,
-                              items.selector)
-            parts = objects[name] = _item_fragments(version, obj, selector)
+                _fragment_count, kept = 0, _fragments.setdefault(key, {})
+            head = kept[name] = _item_head(version, ObjectValue(items.kind, items.api_version, items.namespace,
+                                                                name, items.metric, 0.0, 0.0, items.selector),
+                                                   selector)
             _fragment_count += 1
-        if timestamp != last_timestamp:
-            last_timestamp, timestamp_text = timestamp, _rfc3339_bytes(int(timestamp))
-        extend((parts[0], timestamp_text, _VALUE, quantity(value) or _quantity_text(value), parts[1]))
+        filled.append(head)
+    return filled
 
 
 @lru_cache(maxsize=256)
-def _rfc3339_bytes(seconds: int) -> bytes:
-    return _rfc3339_seconds(seconds).encode()
+def _stamp(timestamp: float) -> bytes:
+    """What lies between an item's head and its value: the timestamp."""
+    return b'%s","value":"' % _rfc3339_seconds(int(timestamp)).encode()
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,16 @@ Pure and thread-safe: the cache's thread writes, request handlers read. Objects 
 request scans only its own namespace, and by (namespace, label, value) so a selector with an equality requirement
 (a Deployment's matchLabels) examines only the objects carrying that value. Label strings are interned, and objects
 with the same labels (a ReplicaSet's pods) share one label map, because thousands of pods share a few labels.
+Each index bucket is a sorted list of names: answers are sorted, so a selector served from one bucket needs no
+sort per request, and most buckets hold one or two names, for which a list is a third of a set's memory.
 """
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from adapter.selectors import Requirement, matches
@@ -50,20 +53,24 @@ _IndexKey = tuple[str, str, str]  # namespace, label key, label value
 _INDEXED = ("=", "==")
 
 
-def _index_add(index: dict[_IndexKey, set[str]], namespace: str, name: str, labels: Labels) -> None:
+def _index_add(index: dict[_IndexKey, list[str]], namespace: str, name: str, labels: Labels,
+               insert: Callable[[list[str], str], None] = bisect.insort) -> None:
+    """Add ``name`` (not in them yet) to its buckets; ``insert=list.append`` when the caller sorts them after."""
     for key, value in labels.items():
         bucket = index.get((namespace, key, value))
         if bucket is None:
-            index[(namespace, key, value)] = {name}
+            index[(namespace, key, value)] = [name]
         else:
-            bucket.add(name)
+            insert(bucket, name)
 
 
-def _index_discard(index: dict[_IndexKey, set[str]], namespace: str, name: str, labels: Labels) -> None:
+def _index_discard(index: dict[_IndexKey, list[str]], namespace: str, name: str, labels: Labels) -> None:
     for key, value in labels.items():
         bucket = index.get((namespace, key, value))
         if bucket is not None:
-            bucket.discard(name)
+            position = bisect.bisect_left(bucket, name)
+            if position < len(bucket) and bucket[position] == name:
+                del bucket[position]
             if not bucket:
                 del index[(namespace, key, value)]
 
@@ -74,7 +81,7 @@ class MetadataStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_namespace: dict[str, dict[str, Labels]] = {}
-        self._index: dict[_IndexKey, set[str]] = {}
+        self._index: dict[_IndexKey, list[str]] = {}
         self._count = 0
         self._shared: dict[frozenset[tuple[str, str]], Labels] = {}  # one map per distinct label set
 
@@ -91,10 +98,12 @@ class MetadataStore:
         shared: dict[frozenset[tuple[str, str]], Labels] = {}
         for namespace, name, labels in metas:
             fresh.setdefault(namespace, {})[name] = _shared(shared, labels)
-        index: dict[_IndexKey, set[str]] = {}
+        index: dict[_IndexKey, list[str]] = {}
         for namespace, objects_of_namespace in fresh.items():  # built after de-duplication: the last copy wins
             for name, labels in objects_of_namespace.items():
-                _index_add(index, namespace, name, labels)
+                _index_add(index, namespace, name, labels, list.append)
+        for bucket in index.values():
+            bucket.sort()
         count = sum(len(names) for names in fresh.values())
         with self._lock:
             self._by_namespace = fresh
@@ -151,17 +160,17 @@ class MetadataStore:
             objects = self._by_namespace.get(namespace)
             if not objects:
                 return []
-            if not selector:
-                selected = list(objects)
-            elif position is None:
-                selected = [name for name, labels in objects.items() if matches(selector, labels)]
-            else:
-                # The bucket holds exactly the objects the indexed requirement selects: check only the others.
+            if position is not None:
+                # The bucket holds exactly the objects the indexed requirement selects, sorted: check only the others.
                 req = selector[position]
                 candidates = self._index.get((namespace, req.key, req.values[0]), ())
                 rest = selector[:position] + selector[position + 1:]
-                selected = list(candidates)
-                if rest:
-                    selected = [name for name in selected if matches(rest, objects[name])]
+                if not rest:
+                    return list(candidates)
+                return [name for name in candidates if matches(rest, objects[name])]
+            if not selector:
+                selected = list(objects)
+            else:
+                selected = [name for name, labels in objects.items() if matches(selector, labels)]
         selected.sort()
         return selected
