@@ -24,6 +24,8 @@ from typing import Any, Literal, NamedTuple
 import httpx
 import orjson
 
+from adapter.asyncio_backend import use_asyncio_streams
+
 SeriesShape = tuple[str, frozenset[str]]
 """A series reduced to its metric name and the names of its other labels."""
 
@@ -129,9 +131,12 @@ class PrometheusClient:
         url = httpx.URL(config.url)
         self._base = str(url.copy_with(query=None, fragment=None)).rstrip("/")
         self._base_params = list(url.params.multi_items())  # e.g. VictoriaMetrics' extra_label=..., on every call
-        self._transport = transport or httpx.AsyncHTTPTransport(
-            verify=_tls(config), proxy=env_proxy(httpx.URL(self._base)),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        self.asyncio_streams = False  # connections on asyncio streams (adapter/asyncio_backend.py), not anyio's
+        if transport is None:
+            transport = httpx.AsyncHTTPTransport(verify=_tls(config), proxy=env_proxy(httpx.URL(self._base)),
+                                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+            self.asyncio_streams = use_asyncio_streams(getattr(transport, "_pool", None))
+        self._transport = transport
         pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
         self._headers = [(name, value) for name, value in pairs]
         # An Authorization header given with --prometheus-header wins over the token file, as upstream's bearer

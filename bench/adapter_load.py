@@ -12,10 +12,11 @@ baseline measured in the same run (timings are never asserted):
 1. latency per kind at HPA-like concurrency (the HPA controller runs 5 syncs at a time by default): the adapter
    with ``--query-cache-ttl 0`` (coalescing only) and with the cache on, against the same client POSTing the
    exact PromQL the adapter renders (read from its ``/debug/explain``) to Prometheus' ``/api/v1/query``;
-   overhead = adapter - Prometheus at p50 and p99 (goal: p99 overhead <= 2 ms). A second baseline, ``relay``,
-   is the least any Python process in between can cost here: a minimal asyncio server (uvloop, the adapter's TLS
-   context) that forwards the same PromQL to Prometheus over a kept-alive connection, reads the answer without
-   decoding it and replies with the adapter's pre-encoded document;
+   overhead = adapter - Prometheus at p50 and p99 (goal: p99 overhead <= 2 ms). The targets take turns in short
+   slices of the window (``--latency-slices``), so a slow moment of the machine falls on all of them. A second
+   baseline, ``relay``, is the least any Python process in between can cost here: a minimal asyncio server (uvloop,
+   the adapter's TLS context) that forwards the same PromQL to Prometheus over a kept-alive connection, reads the
+   answer without decoding it and replies with the adapter's pre-encoded document;
 2. throughput of the request mix at ``--clients`` connections, against a bare uvicorn + FastAPI app with the
    adapter's TLS context and protocol class (``adapter.serving``) answering each path with the same JSON document
    the adapter answered: ``bare`` serialises it per request with orjson (the adapter's encoder; the goal's
@@ -388,6 +389,30 @@ async def run_load(kind: str, base_url: str, seq: list[Call], clients: int, warm
         await client.aclose()
 
 
+async def interleaved(args: argparse.Namespace, targets: list[tuple[str, str, Call]], clients: int) -> dict[str, Run]:
+    """Each target's ``--latency-s`` window cut into ``--latency-slices`` slices taken in turns (the order rotating),
+    on connections kept warm between slices: the targets share the machine's moments, so a stall of Prometheus or
+    of the host (the other process' GC, a scrape, a compaction) falls on all of them alike, not on whichever ran
+    in the unlucky seconds. The p99 overheads compare like with like."""
+    pool = {name: CLIENTS[args.client](base, clients) for name, base, _ in targets}
+    runs = {name: Run(name, clients, 0.0) for name, _, _ in targets}
+    try:
+        for name, _, call in targets:
+            await drive(pool[name], [call], clients, args.warmup_s, 0.0, name)  # connections up, caches warm
+        for turn in range(args.latency_slices):
+            for name, _, call in targets[turn % len(targets):] + targets[:turn % len(targets)]:
+                part = await drive(pool[name], [call], clients, 0.05, args.latency_s / args.latency_slices, name)
+                run = runs[name]
+                run.window_s += part.window_s
+                run.errors.update(part.errors)
+                for kind_name, values in part.lat.items():
+                    run.lat[kind_name].extend(values)
+    finally:
+        for client in pool.values():
+            await client.aclose()
+    return runs
+
+
 # -- counters --------------------------------------------------------------------------------------------------
 def counter(text: str, name: str, **labels: str) -> float:
     """Sum of the samples of ``name`` whose labels include ``labels``, in exposition ``text``."""
@@ -647,17 +672,17 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
                   for k in all_kinds}
     relay_url = start_relay(setup, bodies, {k.url: prom_calls[k.name].form or {} for k in all_kinds})
 
-    # 1. latency per kind: Prometheus direct, adapter without reuse, adapter with the cache.
+    # 1. latency per kind: Prometheus direct, adapter without reuse, adapter with the cache; interleaved.
     lat_rows: list[dict[str, Any]] = []
     for clients in args.latency_clients if "latency" in args.phases else []:
         for kind in all_kinds:
             row: dict[str, Any] = {"kind": kind.name, "clients": clients}
-            for target, base, calls in (("prometheus", setup.prom.url, prom_calls),
-                                        ("relay", relay_url, adapter_calls),
-                                        ("adapter_ttl0", adapters["ttl0"].url, adapter_calls),
-                                        ("adapter_cache", adapters["cache"].url, adapter_calls)):
-                run = await run_load(args.client, base, [calls[kind.name]], clients, args.warmup_s, args.latency_s,
-                                     target)
+            targets = [("prometheus", setup.prom.url, prom_calls[kind.name]),
+                       ("relay", relay_url, adapter_calls[kind.name]),
+                       ("adapter_ttl0", adapters["ttl0"].url, adapter_calls[kind.name]),
+                       ("adapter_cache", adapters["cache"].url, adapter_calls[kind.name])]
+            runs = await interleaved(args, targets, clients)
+            for target, run in runs.items():
                 row[target] = summarize(run)
             for target in ("relay", "adapter_ttl0", "adapter_cache"):
                 a, p = row[target], row["prometheus"]
@@ -746,7 +771,7 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
                      f"{p['n']}/{rl['n']}/{a0['n']}/{ac['n']}",
                      str(sum(sum(x["errors"].values()) for x in (p, rl, a0, ac)))])
     table("latency per kind (ms): Prometheus /api/v1/query with the adapter's PromQL, the minimal relay and the "
-          "adapter, same client (+: over Prometheus)",
+          f"adapter, same client, taking turns in {args.latency_slices} slices (+: over Prometheus)",
           ["kind", "clients", "prom p50", "prom p99", "relay p50", "relay p99", "relay +p99", "ttl0 p50", "ttl0 p99",
            "+p50", "+p99", "cache p50", "cache p99", "cache +p99", "n prom/relay/ttl0/cache", "errors"], rows)
 
@@ -914,6 +939,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration-s", type=float, default=10.0, help="measured window of each throughput run")
     p.add_argument("--kind-s", type=float, default=4.0, help="measured window of each single-kind throughput run")
     p.add_argument("--latency-s", type=float, default=4.0, help="measured window of each latency run")
+    p.add_argument("--latency-slices", type=int, default=8,
+                   help="slices each latency window is cut into, the targets taking turns (default 8)")
     p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured start of every run")
     p.add_argument("--burst", type=int, default=100, help="identical concurrent requests per burst (default 100)")
     p.add_argument("--bursts", type=int, default=3, help="bursts per adapter")

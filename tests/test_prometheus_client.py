@@ -860,3 +860,74 @@ def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsS
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     _query_with(_config(tls_url, auth_incluster=True))
     assert tls_server.authorizations == ["Bearer sa-token"]
+
+
+# -- connections on asyncio streams (adapter/asyncio_backend.py) ---------------------------------------------------
+class _OneShotServer:
+    """HTTP/1.1 on loopback that answers each request with ``answer`` and then does what ``after`` says: keep the
+    connection (``keep``), close it (``close``), or, for ``cut``, send half the answer and close."""
+
+    def __init__(self, after: str) -> None:
+        self.after, self.connections = after, 0
+        body = json.dumps(VECTOR_OK).encode()
+        self.answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            len(body), body)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            await reader.readexactly(length)
+            writer.write(self.answer if self.after != "cut" else self.answer[:len(self.answer) // 2])
+            await writer.drain()
+            if self.after != "keep":
+                writer.close()
+                return
+
+
+def _against(server: _OneShotServer, queries: int) -> tuple[bool, list[Any]]:
+    async def main() -> tuple[bool, list[Any]]:
+        listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        port = listening.sockets[0].getsockname()[1]
+        client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=2.0))
+        results: list[Any] = []
+        try:
+            for _ in range(queries):
+                try:
+                    results.append(await client.query("up"))
+                except PrometheusError as exc:
+                    results.append(exc)
+                await asyncio.sleep(0.05)  # the server's close reaches the idle pooled connection
+        finally:
+            await client.aclose()
+            listening.close()
+        return client.asyncio_streams, results
+
+    return asyncio.run(main())
+
+
+def test_connections_use_asyncio_streams_and_are_kept_alive() -> None:
+    server = _OneShotServer("keep")
+    on_asyncio, results = _against(server, 3)
+    assert on_asyncio  # httpx's pool got the asyncio backend (an httpx change that loses it fails here)
+    assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 1
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> None:
+    """Prometheus (or a proxy in front) closes idle keep-alive connections: the next query opens a new one."""
+    server = _OneShotServer("close")
+    _, results = _against(server, 3)
+    assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 3
+
+
+def test_an_answer_cut_short_is_unavailable_not_a_crash() -> None:
+    _, results = _against(_OneShotServer("cut"), 2)
+    assert all(isinstance(r, PrometheusUnavailable) and "unreachable" in str(r) for r in results), results
+
+
+def test_a_proxy_keeps_httpx_default_backend(no_proxy_env: pytest.MonkeyPatch) -> None:
+    no_proxy_env.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    client = PrometheusClient(PrometheusConfig(url="http://prometheus.invalid:9090"))
+    assert not client.asyncio_streams
+    asyncio.run(client.aclose())
