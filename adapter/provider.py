@@ -287,8 +287,10 @@ class Provider:
         if plan.bindings[0].rule.missing_value == MissingValue.ZERO:
             names, samples = list(wanted), list(map(values.get, wanted, itertools.repeat(Sample({}, at, 0.0))))
         else:
-            names = list(filter(values.__contains__, wanted))
-            samples = list(map(values.__getitem__, names))
+            names, samples = list(wanted), list(map(values.get, wanted))
+            if None in samples:  # objects without a value are left out
+                names = list(filter(values.__contains__, wanted))
+                samples = list(map(values.__getitem__, names))
         if not names:
             single = None if path.wildcard else path.name
             raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)

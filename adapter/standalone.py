@@ -16,6 +16,7 @@ import operator
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import yaml
 
@@ -79,7 +80,7 @@ class StandaloneObjects:
         self.path = path
         self._stamp: tuple[int, int, int] | None = None
         self._objects: dict[GroupResource, tuple[_Object, ...]] | None = None
-        self._index: dict[tuple[GroupResource, str | None, str, str], tuple[_Object, ...]] = {}
+        self._index: dict[tuple[GroupResource, str | None, str, str], _Bucket] = {}
         self._error: str | None = None
         self.load()
 
@@ -133,16 +134,31 @@ class StandaloneObjects:
             return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
         req = selector[position]
         rest = selector[:position] + selector[position + 1:]
-        candidates = self._index.get((group_resource, namespace, req.key, req.values[0]), ())  # sorted by name
-        return [o.name for o in candidates if not rest or matches(rest, o.labels)]
+        bucket = self._index.get((group_resource, namespace, req.key, req.values[0]))
+        if bucket is None:
+            return []
+        if not rest:
+            return list(bucket.names)
+        return [o.name for o in bucket.objects if matches(rest, o.labels)]
+
+
+class _Bucket(NamedTuple):
+    """The objects with one label value, sorted by name, and their names (the answer to that one requirement)."""
+
+    objects: tuple[_Object, ...]
+    names: tuple[str, ...]
 
 
 def _label_index(objects: Mapping[GroupResource, tuple[_Object, ...]],
-                 ) -> dict[tuple[GroupResource, str | None, str, str], tuple[_Object, ...]]:
-    """(group-resource, namespace, label, value) -> the objects with that label value, sorted by name."""
+                 ) -> dict[tuple[GroupResource, str | None, str, str], _Bucket]:
+    """(group-resource, namespace, label, value) -> the objects with that label value."""
     index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
     for gr, listed in objects.items():
         for obj in listed:
             for label, value in obj.labels.items():
                 index.setdefault((gr, obj.namespace, label, value), []).append(obj)
-    return {key: tuple(sorted(found, key=operator.attrgetter("name"))) for key, found in index.items()}
+    buckets = {}
+    for key, found in index.items():
+        found.sort(key=operator.attrgetter("name"))
+        buckets[key] = _Bucket(tuple(found), tuple(o.name for o in found))
+    return buckets
