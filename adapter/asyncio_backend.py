@@ -1,11 +1,11 @@
 """httpcore's network backend on asyncio's own streams, for the Prometheus client's connections.
 
 httpx's default backend goes through anyio: each read and write of a query opens a cancel scope, asks sniffio
-which event loop runs and passes through anyio's stream wrappers, about 0.15-0.2 ms of CPU per query on the
-bench machine (README Performance), when the whole query takes under 1 ms. The adapter only runs on asyncio and
-bounds every Prometheus call with one ``asyncio.timeout``, so its connections use asyncio streams directly;
-httpcore's pool, HTTP/1.1 and TLS handling stay as they are. Errors surface as httpcore's exceptions, which httpx
-turns into its own, as with its default backend.
+which event loop runs and passes through anyio's stream wrappers: 0.15-0.2 ms of CPU of the 0.6-0.7 ms a query
+to a loopback server cost the client on the bench machine (README Performance, third pass). The adapter only
+runs on asyncio and bounds every Prometheus call with one ``asyncio.timeout``, so its connections use asyncio
+streams directly; httpcore's pool, HTTP/1.1 and TLS handling stay as they are. Errors surface as httpcore's
+exceptions, which httpx turns into its own, as with its default backend.
 """
 
 from __future__ import annotations

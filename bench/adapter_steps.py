@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.metrics_endpoint import MetricsEndpoint
     from tests.support.prometheus import PrometheusServer
 
-    print(machine_line(), f"\nadapter code: {args.adapter_from or ROOT}; cache off; CPU us per call", flush=True)
+    cache = "cache on (engine and app answer from it)" if args.cache else "cache off"
+    print(machine_line(), f"\nadapter code: {args.adapter_from or ROOT}; {cache}; CPU us per call", flush=True)
     groups = pod_groups(args.sizes)
     workdir = Path(tempfile.mkdtemp(prefix="bench-steps-"))
     objects_file = workdir / "objects.json"
