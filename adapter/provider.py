@@ -165,7 +165,6 @@ def _selector(text: str, what: str) -> tuple[Requirement, ...]:
 class MetricSelector(NamedTuple):
     """A selector on the metric's own labels, as each part of the request needs it."""
 
-    requirements: tuple[Requirement, ...]
     matchers: tuple[str, ...]  # PromQL label matchers (.LabelMatchers)
     values: tuple[tuple[str, str], ...]  # .LabelValuesByName
     echo: dict[str, Any] | None  # the LabelSelector echoed in each item (shared: never changed)
@@ -178,7 +177,7 @@ def _metric_selector(text: str, what: str) -> MetricSelector:
         matchers = tuple(to_promql_matchers(requirements))
     except SelectorError as exc:
         raise bad_request(f"invalid {what}: {exc}") from None
-    return MetricSelector(requirements, matchers, to_label_values(requirements), to_label_selector(requirements))
+    return MetricSelector(matchers, to_label_values(requirements), to_label_selector(requirements))
 
 
 class SeveralSeries:

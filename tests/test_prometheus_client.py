@@ -865,7 +865,8 @@ def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsS
 # -- connections on asyncio streams (adapter/asyncio_backend.py) ---------------------------------------------------
 class _OneShotServer:
     """HTTP/1.1 on loopback that answers each request with ``answer`` and then does what ``after`` says: keep the
-    connection (``keep``), close it (``close``), or, for ``cut``, send half the answer and close."""
+    connection (``keep``), close it (``close``), or, for ``cut``, send half the answer and close; ``hang`` leaves
+    the first connection's request unanswered and keeps the later connections."""
 
     def __init__(self, after: str) -> None:
         self.after, self.connections = after, 0
@@ -875,22 +876,26 @@ class _OneShotServer:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        hang = self.after == "hang" and self.connections == 1
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
             await reader.readexactly(length)
+            if hang:
+                await reader.read()  # until the client gives up on this connection
+                return
             writer.write(self.answer if self.after != "cut" else self.answer[:len(self.answer) // 2])
             await writer.drain()
-            if self.after != "keep":
+            if self.after not in ("keep", "hang"):
                 writer.close()
                 return
 
 
-def _against(server: _OneShotServer, queries: int) -> tuple[bool, list[Any]]:
+def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> tuple[bool, list[Any]]:
     async def main() -> tuple[bool, list[Any]]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
-        client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=2.0))
+        client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=timeout_s))
         results: list[Any] = []
         try:
             for _ in range(queries):
@@ -924,6 +929,15 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> N
 def test_an_answer_cut_short_is_unavailable_not_a_crash() -> None:
     _, results = _against(_OneShotServer("cut"), 2)
     assert all(isinstance(r, PrometheusUnavailable) and "unreachable" in str(r) for r in results), results
+
+
+def test_a_query_left_unanswered_times_out_and_the_next_one_gets_a_fresh_connection() -> None:
+    server = _OneShotServer("hang")
+    started = time.monotonic()
+    _, results = _against(server, 2, timeout_s=0.5)
+    assert isinstance(results[0], PrometheusUnavailable) and "did not answer within 0.5s" in str(results[0])
+    assert results[1] == [Sample({"pod": "p"}, 1700000000.0, 1.0)] and server.connections == 2
+    assert time.monotonic() - started < 2.0
 
 
 def test_a_proxy_keeps_httpx_default_backend(no_proxy_env: pytest.MonkeyPatch) -> None:

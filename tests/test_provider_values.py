@@ -74,6 +74,15 @@ def test_several_series_that_differ_give_no_value_and_are_logged_once(caplog: py
     assert provider.series_conflicts.totals == {("rules[0]", "conflict"): 3}
 
 
+def test_samples_without_the_objects_label_name_no_object_and_nan_is_no_value() -> None:
+    """Every object's sample, in an answer that also holds a series without the resource label, one with it empty
+    and a NaN: only the finite, named one is an item (the merge's fast path must hand such answers to its loop)."""
+    prom = ScriptedPrometheus({"util{": [sample(40, namespace="ml", pod="a"), sample(70, namespace="ml"),
+                                         sample(80, namespace="ml", pod=""),
+                                         sample(float("nan"), namespace="ml", pod="b")]})
+    assert [(item.name, item.value) for item in ask(prom, "util_raw", name="*")] == [("a", 40.0)]
+
+
 def test_a_sample_from_another_namespace_is_not_the_objects() -> None:
     # util_everywhere's query does not use .LabelMatchers: Prometheus answers for every namespace.
     prom = ScriptedPrometheus({"avg by": [sample(90, namespace="staging", pod="a"),
