@@ -1,9 +1,11 @@
-"""Scrape benchmark for ``gpu-exporter`` (fake backend): /metrics latency, CPU per collection, RSS, concurrency.
+"""Scrape benchmark for ``gpu-exporter``: /metrics latency, CPU per collection, RSS, concurrency.
 
 Prints figures next to a floor server (``http.server.ThreadingHTTPServer``, HTTP/1.1 keep-alive, serving a static
 body of the same size as one pre-built response written in a single send) and never asserts timings. Each timed
 loop stops early at ``--loop-budget-s`` so a slow exporter still finishes; ``n`` columns say how many were timed.
-Usage: ``python bench/exporter_scrape.py [--gpus 8,64] [--scrapes 2000] [--json out.json]``.
+Simulated GPUs (``--backend fake``, one row per ``--gpus`` count) by default; ``--backend nvml`` measures the
+machine's real GPUs through NVML in one row (the GPU count and model are read off the first scrape).
+Usage: ``python bench/exporter_scrape.py [--gpus 8,64] [--backend fake|nvml] [--scrapes 2000] [--json out.json]``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -86,6 +89,15 @@ def sample_value(text: str, name: str) -> float:
 
 def series_count(body: bytes) -> int:
     return sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+
+
+_GPU_LABELS = re.compile(rb'[{,]gpu="(\d+)".*?[{,]modelName="([^"]*)"')
+
+
+def gpus_in(body: bytes) -> tuple[int, str]:
+    """(GPU count, models) of an exposition: distinct ``gpu`` labels, and their ``modelName`` values joined."""
+    found = dict(_GPU_LABELS.findall(body))
+    return len(found), ", ".join(sorted({m.decode() for m in found.values()}))
 
 
 def machine_line() -> str:
@@ -244,10 +256,19 @@ def bench_floor(body: bytes, args: argparse.Namespace) -> dict[str, float]:
         Path(f.name).unlink(missing_ok=True)
 
 
+def exporter_argv(gpus: int, args: argparse.Namespace, port: int) -> list[str]:
+    argv = [sys.executable, "-m", "exporter", "--backend", args.backend,
+            "--address", f"127.0.0.1:{port}", "--collect-interval", str(args.interval_ms)]
+    if args.backend == "fake":
+        argv += ["--fake-gpu-count", str(gpus)]
+    if args.collectors:
+        argv += ["--collectors", str(args.collectors)]
+    return argv
+
+
 def bench_gpus(gpus: int, args: argparse.Namespace, started: list[Proc]) -> dict[str, Any]:
     port = free_port()
-    exporter = Proc([sys.executable, "-m", "exporter", "--backend", "fake", "--fake-gpu-count", str(gpus),
-                     "--address", f"127.0.0.1:{port}", "--collect-interval", str(args.interval_ms)], "exporter")
+    exporter = Proc(exporter_argv(gpus, args, port), "exporter")
     started.append(exporter)
     base = f"http://127.0.0.1:{port}"
     exporter.wait_ready(base + "/health")
@@ -257,6 +278,9 @@ def bench_gpus(gpus: int, args: argparse.Namespace, started: list[Proc]) -> dict
         first_ms, r = timed_get(client, url, IDENTITY)
         body = r.content
         res |= {"first_scrape_ms": first_ms, "body_bytes": len(body), "series": series_count(body)}
+        res["gpus"], res["model"] = gpus_in(body)
+        if args.backend == "fake" and res["gpus"] != gpus:
+            raise RuntimeError(f"asked for {gpus} simulated GPUs, /metrics shows {res['gpus']}")
 
         cpu0 = cpu_s(exporter.ps)
         lat, warm = sequential(client, url, IDENTITY, args)
@@ -368,6 +392,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--gpus", default="8,64", type=int_list,
                    help="comma-separated simulated GPU counts (default 8,64)")
+    p.add_argument("--backend", choices=("fake", "nvml"), default="fake",
+                   help="fake: simulated GPUs, a row per --gpus count; nvml: this machine's GPUs, one row")
+    p.add_argument("--collectors", type=Path, default=None, metavar="CSV",
+                   help="counters file for the exporter (-f); default: its built-in default set")
     p.add_argument("--scrapes", type=int, default=2000, help="timed scrapes per configuration and mode")
     p.add_argument("--interval-ms", type=int, default=1000, help="exporter --collect-interval")
     p.add_argument("--warmup", type=int, default=100, help="untimed scrapes before each timed loop")
@@ -405,14 +433,15 @@ def main(argv: list[str] | None = None) -> int:
 
     exit_on_sigterm()
     header = [machine_line(), GOALS,
-              f"scrapes={args.scrapes} warmup={args.warmup} interval={args.interval_ms}ms idle={args.idle_s:g}s"]
+              f"backend={args.backend} scrapes={args.scrapes} warmup={args.warmup} interval={args.interval_ms}ms "
+              f"idle={args.idle_s:g}s"]
     print("\n".join(header), flush=True)
     started: list[Proc] = []
     results: list[dict[str, Any]] = []
     t0 = time.monotonic()
     try:
-        for gpus in args.gpus:
-            print(f"... {gpus} GPUs", flush=True)
+        for gpus in args.gpus if args.backend == "fake" else [0]:
+            print(f"... {gpus or 'NVML'} GPUs", flush=True)
             results.append(bench_gpus(gpus, args, started))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -421,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         for proc in started:
             proc.stop()
     print_report(results)
+    for res in results:
+        print(f"GPUs: {res['gpus']} x {res['model'] or 'unknown model'} ({args.backend} backend)")
     for note in notes(results):
         print("note:", note)
     finish(args, header[0], GOALS, results, t0)
