@@ -186,7 +186,11 @@ PAIR = {p.ours: p for p in PAIRS}
     (PAIR["DCGM_FI_DEV_POWER_USAGE"], 300.0, True, ["272.00"], Status.AGREE),  # 10% of 300 W
     (PAIR["DCGM_FI_DEV_POWER_USAGE"], 300.0, True, ["265.00"], Status.DIFFER),
     (PAIR["DCGM_FI_DEV_SM_CLOCK"], 1980.0, True, ["1890"], Status.AGREE),  # 5%
-    (PAIR["DCGM_FI_DEV_FB_TOTAL"], 81559.0, True, ["81558"], Status.DIFFER),  # sizes are exact
+    # sizes: one MiB apart agrees (an H200 with driver 580.159.04: ours 615 MiB reserved, truncated as DCGM
+    # does, nvidia-smi 616), two do not
+    (PAIR["DCGM_FI_DEV_FB_RESERVED"], 615.0, True, ["616"], Status.AGREE),
+    (PAIR["DCGM_FI_DEV_FB_RESERVED"], 615.0, True, ["617"], Status.DIFFER),
+    (PAIR["DCGM_FI_DEV_FB_TOTAL"], 81559.0, True, ["81557"], Status.DIFFER),
     (PAIR["pci_bus_id"], "00000000:17:00.0", True, ["00000000:17:00.0"], Status.AGREE),
     (PAIR["DCGM_FI_DEV_MEMORY_TEMP"], None, False, ["[N/A]"], Status.BOTH_UNSUPPORTED),
     (PAIR["DCGM_FI_DEV_MEMORY_TEMP"], None, False, ["[Not Supported]"], Status.BOTH_UNSUPPORTED),
