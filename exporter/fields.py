@@ -129,7 +129,12 @@ def _vgpu_license(c: Any) -> int:
 
 
 def _pcie_throughput(counter_name: str) -> NvmlReader:
-    return lambda c: c.nv.nvmlDeviceGetPcieThroughput(c.gpu, getattr(c.nv, counter_name))
+    """KB/s over the 20 ms the call samples for (started early with the other sampled calls)."""
+
+    def read(c: Any) -> int:
+        return c.sampled(counter_name, lambda: c.nv.nvmlDeviceGetPcieThroughput(c.gpu, getattr(c.nv, counter_name)))
+
+    return read
 
 
 def _gpm_ratio(metric: str) -> NvmlReader:

@@ -495,6 +495,12 @@ class FakeNvml:
         self._gpm_samples: dict[int, _GpmSample] = {}
         self.clock: Callable[[], float] = time.monotonic
         """Time (seconds) recorded in GPM samples."""
+        self.pcie_sample_s = 0.0
+        """How long ``nvmlDeviceGetPcieThroughput`` samples before it answers (the driver: 20 ms); other calls,
+        from other threads, go on meanwhile."""
+        self.pcie_in_flight = 0
+        self.pcie_most_in_flight = 0
+        """The most ``nvmlDeviceGetPcieThroughput`` calls seen sampling at once."""
         self.lib = _FakeLib(self)
 
     # ------------------------------------------------------------------ test-facing API
@@ -882,6 +888,13 @@ class FakeNvml:
         }
         if _in(counter) not in values:
             return pynvml.NVML_ERROR_INVALID_ARGUMENT
+        if self.pcie_sample_s > 0:  # the window: the lock is let go, as the driver lets other calls through
+            self.pcie_in_flight += 1
+            self.pcie_most_in_flight = max(self.pcie_most_in_flight, self.pcie_in_flight)
+            end = time.monotonic() + self.pcie_sample_s
+            while (left := end - time.monotonic()) > 0:
+                self._cond.wait(left)
+            self.pcie_in_flight -= 1
         return _put(out, values[_in(counter)])
 
     @_sym("nvmlDeviceGetUtilizationRates")

@@ -26,6 +26,7 @@ from exporter.backends.base import (
     select_entities,
 )
 from exporter.backends.gpm import GpmSampler, Results
+from exporter.backends.sampled import SampledCalls
 from exporter.entities import GpuEntity
 from exporter.fields import Field, Value
 
@@ -71,11 +72,13 @@ class DeviceContext:
 
     def __init__(self, nv: Any, gpu: Any, dev: Any, xid: Callable[[], int | None],
                  rates: dict[str, tuple[float, float]],
-                 gpm: Callable[[bool], Results] | None = None) -> None:
+                 gpm: Callable[[bool], Results] | None = None,
+                 sampled: Callable[[str, Callable[[], Any]], Any] | None = None) -> None:
         self.nv, self.gpu, self.dev = nv, gpu, dev
         self._xid = xid
         self._rates = rates
         self._gpm = gpm
+        self._sampled = sampled
         self._memo: dict[Any, Any] = {}
 
     def _once(self, key: Any, call: Callable[[], Any]) -> Any:
@@ -131,6 +134,11 @@ class DeviceContext:
         attr = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")[fv.valueType]
         value = getattr(fv.value, attr)
         return float(value) if fv.valueType == 0 else int(value)
+
+    def sampled(self, name: str, call: Callable[[], Any]) -> Any:
+        """A call that samples over a window before it answers (see :mod:`exporter.backends.sampled`)."""
+        sampled = self._sampled
+        return self._once(("sampled", name), call if sampled is None else lambda: sampled(name, call))
 
     def rate(self, key: str, counter: float) -> float:
         """Per-second rate of a monotonically increasing counter since the previous collection; 0 at first."""
@@ -280,6 +288,7 @@ class NvmlBackend(Backend):
         self._gpm_min_gap_s = gpm_min_gap_s
         self._clock = clock
         self._gpm: GpmSampler | None = None
+        self._sampled = SampledCalls()
         self._process_util: dict[int, tuple[dict[int, int], bool] | Exception] = {}
         self._util_seen_us: dict[int, int] = {}
         self._handles: dict[tuple[int, int | None], _Handles] = {}
@@ -314,6 +323,7 @@ class NvmlBackend(Backend):
 
     def close(self) -> None:
         self.stop_events()
+        self._sampled.close()
         if self._gpm is not None and self._initialised:
             self._gpm.close()
         if self._initialised:
@@ -330,6 +340,7 @@ class NvmlBackend(Backend):
         self._process_util.clear()
         if self._gpm is not None:
             self._gpm.begin_collection()
+        self._sampled.begin()
 
     def entities(self, mode: DeviceMode) -> list[GpuEntity]:
         nv = self.nv
@@ -427,12 +438,14 @@ class NvmlBackend(Backend):
                 raise DeviceLost("not enumerated")
             xid = self.xid
             gpm = self._gpm
+            sampled = self._sampled
             ctx = DeviceContext(
                 self.nv, handles.gpu, handles.dev,
                 (lambda: xid.last(entity.gpu, entity.gpu_instance_id)) if xid else (lambda: None),
                 self._rates.setdefault(entity.key, {}),
                 (lambda gpu_level: gpm.metrics((entity.gpu, None if gpu_level else entity.gpu_instance_id),
-                                               handles.gpu)) if gpm else None)
+                                               handles.gpu)) if gpm else None,
+                lambda name, call: sampled.get((entity.gpu, name), call))  # a GPU's, MIG or not
             self._contexts[entity.key] = ctx
         return ctx
 
