@@ -319,6 +319,7 @@ class NvmlBackend(Backend):
         self._initialised = True
         if self._gpm is not None:  # samples from before a re-initialisation are not trusted
             self._gpm.close()
+        self._sampled.close()  # nor calls on the handles of before
         self._gpm = GpmSampler(nv, self._gpm_min_gap_s, self._clock)
 
     def close(self) -> None:
