@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The checks that need real NVIDIA GPUs (never part of `make test`, which simulates them): what the driver and
 # nvidia-smi say, `gpu-exporter doctor` (text and JSON), every field of the table read through the NVML backend
-# (bench/nvml_fields.py), the exporter serving every field while a GPU works and after, and the scrape benchmark
-# on the nvml backend beside the fake one. With PyTorch installed a matrix-product load runs for LOAD_S seconds
-# so utilisation, power, clocks and the per-process lists have something to show.
+# (bench/nvml_fields.py), the exporter serving every field while a GPU works and after, pod attribution
+# (scripts/gpu-pod-check.py) and the scrape benchmark on the nvml backend beside the fake one. With PyTorch
+# installed a matrix-product load runs for LOAD_S seconds so utilisation, power, clocks and the per-process
+# lists have something to show.
 # Usage: scripts/gpu-check.sh OUT_DIR   (PYTHON, default python3, with the project's dependencies importable)
 set -u
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR}
@@ -96,6 +97,9 @@ scrape http://127.0.0.1:19400/health "$out/health.txt"
 kill -TERM "$exporter_pid"; wait "$exporter_pid"; echo "exporter exit $?"
 grep -v " DEBUG " "$out/exporter.log" | head -40
 grep -E "^gpu_exporter_(field_supported|gpu_up|process_attribution_up)" "$out/metrics-idle.txt" | grep -v " 1$" | head -60
+
+step "pod attribution: -k labels by UUID and nvidia0, a shared GPU's real process (scripts/gpu-pod-check.py)"
+timeout 120 "$py" scripts/gpu-pod-check.py 2>&1 | tee "$out/pod-check.txt" | grep -E "^(PASS|FAIL|SKIP|GPU)"
 
 step "scrape benchmark: nvml backend (default counters, then every field), fake backend with 1 and 8 GPUs"
 timeout 120 "$py" bench/exporter_scrape.py --backend nvml --quick --json "$out/bench-nvml.json" 2>&1 | tail -40
