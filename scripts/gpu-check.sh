@@ -47,7 +47,8 @@ wc -l <"$out/all-fields.csv"
 
 step "pytest: the NVML backend against the simulated library, under this Python"
 timeout 240 "$py" -m pytest -q -p no:cacheprovider -o addopts= tests/test_nvml_backend.py tests/test_gpm.py \
-    tests/test_nvml_processes.py tests/test_doctor.py 2>&1 | tail -15
+    tests/test_nvml_processes.py tests/test_nvml_sampled.py tests/test_nvml_fields_bench.py tests/test_doctor.py \
+    2>&1 | tail -15
 
 step "every field through the NVML backend, idle"
 timeout 60 "$py" bench/nvml_fields.py --json "$out/fields-idle.json" >"$out/fields-idle.txt" 2>&1
@@ -96,7 +97,8 @@ scrape http://127.0.0.1:19400/metrics "$out/metrics-idle.txt"
 scrape http://127.0.0.1:19400/health "$out/health.txt"
 kill -TERM "$exporter_pid"; wait "$exporter_pid"; echo "exporter exit $?"
 grep -v " DEBUG " "$out/exporter.log" | head -40
-grep -E "^gpu_exporter_(field_supported|gpu_up|process_attribution_up)" "$out/metrics-idle.txt" | grep -v " 1$" | head -60
+grep -E "^gpu_exporter_(field_supported|gpu_up|process_attribution_up)" "$out/metrics-idle.txt" | grep -v " 1$" \
+    | grep -v NVLINK | head -60
 
 step "pod attribution: -k labels by UUID and nvidia0, a shared GPU's real process (scripts/gpu-pod-check.py)"
 timeout 120 "$py" scripts/gpu-pod-check.py 2>&1 | tee "$out/pod-check.txt" | grep -E "^(PASS|FAIL|SKIP|GPU)"
