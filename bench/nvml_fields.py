@@ -17,8 +17,10 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -26,46 +28,55 @@ sys.path.insert(0, str(ROOT))
 from exporter.backends.base import BackendUnavailable, DeviceLost, FieldNotSupported, FieldUnavailable  # noqa: E402
 from exporter.backends.nvml import NvmlBackend, NvmlMissing  # noqa: E402
 from exporter.entities import GpuEntity  # noqa: E402
-from exporter.fields import FIELDS, Field  # noqa: E402
+from exporter.fields import FIELDS  # noqa: E402
 
 _OUTCOMES = ((FieldNotSupported, "not supported"), (FieldUnavailable, "unavailable"), (DeviceLost, "device lost"),
              (BackendUnavailable, "backend down"))
 
 
-def read_one(backend: NvmlBackend, entity: GpuEntity, field: Field) -> tuple[str, Any, float]:
-    """(outcome, value or message, milliseconds) of one read."""
+class Read(NamedTuple):
+    outcome: str  # "value", "not supported", "unavailable", "device lost", "backend down" or "error <type>"
+    value: Any  # the value, or the error's message
+    ms: float
+
+
+class Collection(NamedTuple):
+    enumeration_ms: float
+    entities: list[GpuEntity]
+    reads: dict[tuple[str, str], Read]  # by (entity, field)
+    processes: dict[str, Read]  # by entity
+
+
+def timed(call: Callable[[], Any]) -> Read:
     t0 = time.perf_counter()
     try:
-        value: Any = backend.label(entity, field) if field.is_label else backend.read(entity, field)
-        outcome = "value"
+        value, outcome = call(), "value"
     except Exception as exc:
         outcome = next((name for kind, name in _OUTCOMES if isinstance(exc, kind)), f"error {type(exc).__name__}")
         value = str(exc)
-    return outcome, value, (time.perf_counter() - t0) * 1000.0
+    return Read(outcome, value, (time.perf_counter() - t0) * 1000.0)
 
 
-def one_round(backend: NvmlBackend) -> tuple[float, list[GpuEntity], dict[tuple[str, str], tuple[str, Any, float]],
-                                            dict[str, tuple[str, Any, float]]]:
-    """(enumeration ms, entities, (entity, field) -> read, entity -> process-list read) for one collection."""
+def process_list(backend: NvmlBackend, entity: GpuEntity) -> list[Any]:
+    report = backend.processes(entity)
+    return [(p.pid, p.fb_used_bytes, p.sm_util) for p in report.processes] + [
+        f"sm_util supported: {report.sm_util_supported}"]
+
+
+def one_collection(backend: NvmlBackend) -> Collection:
     backend.begin_collection()
     t0 = time.perf_counter()
     entities = backend.entities("f")
-    enum_ms = (time.perf_counter() - t0) * 1000.0
-    reads: dict[tuple[str, str], tuple[str, Any, float]] = {}
-    procs: dict[str, tuple[str, Any, float]] = {}
+    enumeration_ms = (time.perf_counter() - t0) * 1000.0
+    reads: dict[tuple[str, str], Read] = {}
+    processes: dict[str, Read] = {}
     for entity in entities:
         name = f"gpu{entity.gpu}" + (f"/gi{entity.gpu_instance_id}" if entity.is_mig else "")
         for field in FIELDS:
-            reads[(name, field.name)] = read_one(backend, entity, field)
-        t1 = time.perf_counter()
-        try:
-            report = backend.processes(entity)
-            procs[name] = ("value", [(p.pid, p.fb_used_bytes, p.sm_util) for p in report.processes]
-                           + [f"sm_util supported: {report.sm_util_supported}"],
-                           (time.perf_counter() - t1) * 1000.0)
-        except Exception as exc:
-            procs[name] = (type(exc).__name__, str(exc), (time.perf_counter() - t1) * 1000.0)
-    return enum_ms, entities, reads, procs
+            read = backend.label if field.is_label else backend.read
+            reads[(name, field.name)] = timed(partial(read, entity, field))
+        processes[name] = timed(partial(process_list, backend, entity))
+    return Collection(enumeration_ms, entities, reads, processes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,47 +92,46 @@ def main(argv: list[str] | None = None) -> int:
     except (NvmlMissing, BackendUnavailable) as exc:
         print(f"nvml_fields: {exc}", file=sys.stderr)
         return 2
-    rounds = []
+    collections = []
     try:
         for i in range(max(2, args.rounds)):
             if i:
                 time.sleep(args.gap_s)
-            rounds.append(one_round(backend))
+            collections.append(one_collection(backend))
     finally:
         backend.close()
 
-    timed = rounds[1:]
-    _, entities, last, procs = rounds[-1]
-    enum_ms = statistics.median(r[0] for r in timed)
-    print(f"{len(entities)} entities, {len(FIELDS)} fields; enumeration {enum_ms:.2f} ms "
-          f"(median of {len(timed)} collections)")
-    per_read = {key: statistics.median(r[2][key][2] for r in timed) for key in last}
+    timed_ones, last = collections[1:], collections[-1]
+    print(f"{len(last.entities)} entities, {len(FIELDS)} fields; enumeration "
+          f"{statistics.median(c.enumeration_ms for c in timed_ones):.2f} ms (median of {len(timed_ones)} collections)")
+    per_read = {key: statistics.median(c.reads[key].ms for c in timed_ones if key in c.reads) for key in last.reads}
     by_entity: dict[str, float] = {}
     for (entity, _), ms in per_read.items():
         by_entity[entity] = by_entity.get(entity, 0.0) + ms
     for entity, ms in by_entity.items():
-        print(f"{entity}: all fields {ms:.2f} ms per collection; process lists {procs[entity][2]:.2f} ms: "
-              f"{procs[entity][0]} {procs[entity][1]}")
-    counts = Counter(outcome for outcome, _, _ in last.values())
+        procs = last.processes[entity]
+        print(f"{entity}: all fields {ms:.2f} ms per collection; process lists {procs.ms:.2f} ms: "
+              f"{procs.outcome} {procs.value}")
+    counts = Counter(read.outcome for read in last.reads.values())
     print("outcomes (last collection):", ", ".join(f"{n} {o}" for o, n in counts.most_common()))
     print("\nslowest reads (median ms):")
     for (entity, name), ms in sorted(per_read.items(), key=lambda kv: -kv[1])[:20]:
         print(f"  {ms:8.3f}  {entity} {name}")
     print("\nanything but a value (last collection):")
-    for (entity, name), (outcome, value, _) in last.items():
-        if outcome != "value":
-            print(f"  {entity} {name}: {outcome}: {value}")
+    for (entity, name), read in last.reads.items():
+        if read.outcome != "value":
+            print(f"  {entity} {name}: {read.outcome}: {read.value}")
     print("\nvalues (last collection):")
-    for (entity, name), (outcome, value, _) in last.items():
-        if outcome == "value":
-            print(f"  {entity} {name} = {value!r}")
+    for (entity, name), read in last.reads.items():
+        if read.outcome == "value":
+            print(f"  {entity} {name} = {read.value!r}")
     if args.json:
         args.json.write_text(json.dumps({
-            "entities": [dataclasses.asdict(e) for e in entities],
-            "enumeration_ms": [r[0] for r in timed],
-            "reads": [{"entity": entity, "field": name, "outcome": outcome, "value": value,
-                       "ms": per_read[(entity, name)]} for (entity, name), (outcome, value, _) in last.items()],
-            "processes": {entity: {"outcome": o, "value": v, "ms": ms} for entity, (o, v, ms) in procs.items()},
+            "entities": [dataclasses.asdict(e) for e in last.entities],
+            "enumeration_ms": [c.enumeration_ms for c in timed_ones],
+            "reads": [{"entity": entity, "field": name, "outcome": read.outcome, "value": read.value,
+                       "ms": per_read[(entity, name)]} for (entity, name), read in last.reads.items()],
+            "processes": {entity: read._asdict() for entity, read in last.processes.items()},
         }, indent=1, default=str) + "\n")
     return 0
 

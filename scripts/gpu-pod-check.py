@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from loadtest.kubelet import PodResourcesServer, gpu_pod  # noqa: E402
+from loadtest.prometheus import free_port  # noqa: E402
 from tests.exporter_helpers import parse_metrics, series  # noqa: E402
 from tests.fake_node import FakeNode  # noqa: E402
 
 SHARED = "nvidia.com/gpu.shared"
-ADDRESS = "127.0.0.1:19402"
 LOAD = """
 import sys, time, torch
 held = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
@@ -60,15 +60,16 @@ def gpu0_uuid() -> str:
 
 def scrape_until(args: list[str], done: str, log: Path, timeout_s: float = 20.0) -> list:
     """Run the exporter with ``args``; scrape until a line contains ``done`` (or the timeout); the parsed rows."""
+    address = f"127.0.0.1:{free_port()}"
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "exporter", "--address", ADDRESS, "-c", "500", *args],
+        proc = subprocess.Popen([sys.executable, "-m", "exporter", "--address", address, "-c", "500", *args],
                                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     body, deadline = "", time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
             time.sleep(0.3)
             try:
-                body = urllib.request.urlopen(f"http://{ADDRESS}/metrics", timeout=5).read().decode()
+                body = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
             except OSError:
                 continue
             if done in body:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pynvml
 import pytest
@@ -17,7 +18,7 @@ fake_nvml = fakenvml.fake_nvml
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "nvml_fields.py"
 
 
-def load_bench() -> object:
+def load_bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("nvml_fields_bench", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -30,7 +31,7 @@ def test_every_field_of_every_gpu_is_read_and_its_outcome_said(fake_nvml: FakeNv
     fake_nvml.gpus[1].gpu_temp_c = 61
     fake_nvml.fail("nvmlDeviceGetPcieReplayCounter", pynvml.NVML_ERROR_NOT_SUPPORTED, gpu=0)
     out = tmp_path / "fields.json"
-    assert load_bench().main(["--rounds", "2", "--gap-s", "0", "--json", str(out)]) == 0  # type: ignore[attr-defined]
+    assert load_bench().main(["--rounds", "2", "--gap-s", "0", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     reads = {(r["entity"], r["field"]): r for r in doc["reads"]}
     assert len(reads) == 2 * len(FIELDS)
@@ -47,7 +48,7 @@ def test_every_field_of_every_gpu_is_read_and_its_outcome_said(fake_nvml: FakeNv
 
 def test_without_nvml_it_says_so_in_one_line(fake_nvml: FakeNvml, capsys: pytest.CaptureFixture[str]) -> None:
     fake_nvml.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
-    assert load_bench().main([]) == 2  # type: ignore[attr-defined]
+    assert load_bench().main([]) == 2
     err = capsys.readouterr().err
     assert err.startswith("nvml_fields: NVML library libnvidia-ml.so.1 not found") and err.count("\n") == 1
     assert "Traceback" not in err

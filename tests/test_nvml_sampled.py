@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pynvml
 import pytest
@@ -39,7 +40,7 @@ class Recorder:
 
 
 @pytest.fixture
-def calls() -> SampledCalls:
+def calls() -> Iterator[SampledCalls]:
     sampled = SampledCalls()
     yield sampled
     sampled.close()

@@ -136,9 +136,9 @@ class DeviceContext:
         return float(value) if fv.valueType == 0 else int(value)
 
     def sampled(self, name: str, call: Callable[[], Any]) -> Any:
-        """A call that samples over a window before it answers (see :mod:`exporter.backends.sampled`)."""
-        sampled = self._sampled
-        return self._once(("sampled", name), call if sampled is None else lambda: sampled(name, call))
+        """A call that samples over a window before it answers (see :mod:`exporter.backends.sampled`, which also
+        makes it once per collection)."""
+        return call() if self._sampled is None else self._sampled(name, call)
 
     def rate(self, key: str, counter: float) -> float:
         """Per-second rate of a monotonically increasing counter since the previous collection; 0 at first."""
