@@ -179,10 +179,12 @@ class MetadataCache:
             if exc.code != 410:
                 raise
             items, version = self._list_pages(path, 0)  # continue token expired mid-way: one unpaged LIST
+        # Counted before the store shows it: whoever sees the listed objects also sees the LIST counted (a test
+        # that waited for the objects and then read the count raced the increment).
+        self.lists_total += 1
         self._store.replace_meta(items)
         malloc.trim()  # the pages' decoded JSON is gone: give its memory back
         self.resource_version = version
-        self.lists_total += 1
         with self._state:
             self._synced = True
             self.not_served = None
