@@ -1,10 +1,11 @@
 """The one place that talks to Prometheus: instant queries, series lists and targets over one httpx transport.
 
-Requests go straight to an ``httpx.AsyncHTTPTransport`` (httpx's connection pool) rather than through
-``httpx.AsyncClient``: the client's layers (URL merging, cookies, auth flow, redirects, event hooks) cost about
-0.3 ms of CPU per query and none of them applies to Prometheus' API (bench/adapter_load.py, README
-"Performance"). What the client would take from the environment, HTTP(S)_PROXY, ALL_PROXY and NO_PROXY, is
-applied here. Answers are decoded with orjson.
+Requests go straight to an httpx transport rather than through ``httpx.AsyncClient``: the client's layers (URL
+merging, cookies, auth flow, redirects, event hooks) cost about 0.3 ms of CPU per query and none of them applies to
+Prometheus' API (bench/adapter_load.py, README "Performance"). The transport is ``adapter.http1.Http1Transport``
+(keep-alive HTTP/1.1 on asyncio, parsed by httptools), or httpx's own when a proxy is configured: what the client
+would take from the environment, HTTP(S)_PROXY, ALL_PROXY and NO_PROXY, is applied here. Answers are decoded with
+orjson.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Literal, NamedTuple
 import httpx
 import orjson
 
-from adapter.asyncio_backend import use_asyncio_streams
+from adapter.http1 import Http1Transport
 
 SeriesShape = tuple[str, frozenset[str]]
 """A series reduced to its metric name and the names of its other labels."""
@@ -76,6 +77,7 @@ class PrometheusConfig:
 # (httpx asks by default), at a CPU cost on both sides that a cluster network does not repay: on loopback a small
 # query's p99 went from 6.8 ms to 2.8 ms, and a relist of 100,000 series from 1.3 s to 1.1 s (bench/).
 _UNCOMPRESSED = {"Accept-Encoding": "identity"}
+_MAX_CONNECTIONS, _MAX_IDLE_CONNECTIONS = 64, 32
 
 
 class _TokenFile:
@@ -131,11 +133,14 @@ class PrometheusClient:
         url = httpx.URL(config.url)
         self._base = str(url.copy_with(query=None, fragment=None)).rstrip("/")
         self._base_params = list(url.params.multi_items())  # e.g. VictoriaMetrics' extra_label=..., on every call
-        self.asyncio_streams = False  # connections on asyncio streams (adapter/asyncio_backend.py), not anyio's
         if transport is None:
-            transport = httpx.AsyncHTTPTransport(verify=_tls(config), proxy=env_proxy(httpx.URL(self._base)),
-                                                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
-            self.asyncio_streams = use_asyncio_streams(getattr(transport, "_pool", None))
+            proxy = env_proxy(httpx.URL(self._base))
+            if proxy:
+                transport = httpx.AsyncHTTPTransport(verify=_tls(config), proxy=proxy, limits=httpx.Limits(
+                    max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_MAX_IDLE_CONNECTIONS))
+            else:
+                transport = Http1Transport(_tls(config), max_connections=_MAX_CONNECTIONS,
+                                           max_keepalive_connections=_MAX_IDLE_CONNECTIONS)
         self._transport = transport
         pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
         self._headers = [(name, value) for name, value in pairs]

@@ -862,7 +862,7 @@ def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsS
     assert tls_server.authorizations == ["Bearer sa-token"]
 
 
-# -- connections on asyncio streams (adapter/asyncio_backend.py) ---------------------------------------------------
+# -- kept-alive connections (adapter/http1.py; its own tests are in test_http1.py) --------------------------------
 class _OneShotServer:
     """HTTP/1.1 on loopback that answers each request with ``answer`` and then does what ``after`` says: keep the
     connection (``keep``), close it (``close``), or, for ``cut``, send half the answer and close; ``hang`` leaves
@@ -891,8 +891,8 @@ class _OneShotServer:
                 return
 
 
-def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> tuple[bool, list[Any]]:
-    async def main() -> tuple[bool, list[Any]]:
+def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> list[Any]:
+    async def main() -> list[Any]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
         client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=timeout_s))
@@ -907,41 +907,33 @@ def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> tu
         finally:
             await client.aclose()
             listening.close()
-        return client.asyncio_streams, results
+        return results
 
     return asyncio.run(main())
 
 
-def test_connections_use_asyncio_streams_and_are_kept_alive() -> None:
+def test_connections_are_kept_alive() -> None:
     server = _OneShotServer("keep")
-    on_asyncio, results = _against(server, 3)
-    assert on_asyncio  # httpx's pool got the asyncio backend (an httpx change that loses it fails here)
+    results = _against(server, 3)
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 1
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> None:
     """Prometheus (or a proxy in front) closes idle keep-alive connections: the next query opens a new one."""
     server = _OneShotServer("close")
-    _, results = _against(server, 3)
+    results = _against(server, 3)
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 3
 
 
 def test_an_answer_cut_short_is_unavailable_not_a_crash() -> None:
-    _, results = _against(_OneShotServer("cut"), 2)
+    results = _against(_OneShotServer("cut"), 2)
     assert all(isinstance(r, PrometheusUnavailable) and "unreachable" in str(r) for r in results), results
 
 
 def test_a_query_left_unanswered_times_out_and_the_next_one_gets_a_fresh_connection() -> None:
     server = _OneShotServer("hang")
     started = time.monotonic()
-    _, results = _against(server, 2, timeout_s=0.5)
+    results = _against(server, 2, timeout_s=0.5)
     assert isinstance(results[0], PrometheusUnavailable) and "did not answer within 0.5s" in str(results[0])
     assert results[1] == [Sample({"pod": "p"}, 1700000000.0, 1.0)] and server.connections == 2
     assert time.monotonic() - started < 2.0
-
-
-def test_a_proxy_keeps_httpx_default_backend(no_proxy_env: pytest.MonkeyPatch) -> None:
-    no_proxy_env.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    client = PrometheusClient(PrometheusConfig(url="http://prometheus.invalid:9090"))
-    assert not client.asyncio_streams
-    asyncio.run(client.aclose())

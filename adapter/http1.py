@@ -1,0 +1,271 @@
+"""A keep-alive HTTP/1.1 transport for httpx on asyncio protocols, with httptools (llhttp) reading the answers.
+
+Why it exists: every query the HPA waits for passes through the Prometheus client in series. httpx's own transport
+(httpcore's pool, h11's pure-Python HTTP/1.1 state machine, anyio's locks and cancel scopes) spent about 470 us of
+CPU per instant query on the 2-core bench machine; this transport spends about 60 us on the wire and parsing
+(README "Performance", fourth pass). httpx stays the interface: it takes an ``httpx.Request`` and returns an
+``httpx.Response``, and its errors are httpx's exceptions, so the client code and its error handling do not change.
+
+What it does: http and https (the given ``SSLContext``, SNI and hostname check from the URL's host); per origin, a
+last-in-first-out list of idle connections kept ``keepalive_expiry`` seconds; at most ``max_connections`` requests
+at once; answers framed by Content-Length, chunked, or read until the server closes; 1xx answers skipped;
+``Connection: close`` and HTTP/1.0 honoured. A request whose kept-alive connection turns out closed before any byte
+of the answer came back is sent once more on a new connection (the server may close an idle connection just as
+it is reused), so use it for read-only APIs such as Prometheus'.
+
+What it does not do, by design: proxies (the Prometheus client keeps httpx's transport when one is configured),
+HTTP/2, HEAD and CONNECT, upgrades, and request bodies that are not in memory (``httpx.Request(content=bytes)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import time
+from typing import NamedTuple, cast
+
+import httptools
+import httpx
+
+Origin = tuple[str, str, int]  # scheme, host, port
+
+
+class Answer(NamedTuple):
+    status: int
+    reason: bytes
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+    keep_alive: bool
+
+
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(rb"[^\x00\r\n]*")
+_TARGET = re.compile(rb"[\x21-\x7e]+")
+
+
+def request_bytes(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    """The request as sent, head and body; a method, target or header that could split the request is refused."""
+    if not _TOKEN.fullmatch(method):
+        raise ValueError(f"method {method!r} is not an HTTP token")
+    if not _TARGET.fullmatch(target):
+        raise ValueError("the request target holds a space or control character")
+    lines = [b"%s %s HTTP/1.1" % (method, target)]
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name):
+            raise ValueError(f"header name {name!r} is not an HTTP token")
+        if not _FIELD_VALUE.fullmatch(value):  # the value itself is not shown: it may be a credential
+            raise ValueError(f"the value of header {name.decode('latin-1')} holds a line break or NUL")
+        lines.append(b"%s: %s" % (name, value))
+    lines.append(b"\r\n")
+    return b"\r\n".join(lines) + body
+
+
+class ConnectionClosed(Exception):
+    """The server closed the connection before the answer was complete."""
+
+    def __init__(self, message: str, answered: bool) -> None:
+        super().__init__(message)
+        self.answered = answered  # whether any byte of the answer had arrived
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP (or TLS) connection, one exchange at a time; httptools calls the ``on_*`` methods while parsing."""
+
+    def __init__(self) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._answer: asyncio.Future[Answer] | None = None
+        self.lost = False
+        self.exchanges = 0
+        self.idle_since = 0.0
+        self._begin()
+
+    def _begin(self) -> None:
+        self._received = False
+        self._headers_done = False
+        self._framed = False  # Content-Length or chunked: the answer ends without the close
+        self._reason = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+
+    # -- asyncio.Protocol --
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+
+    def data_received(self, data: bytes) -> None:
+        if self._answer is None or self._answer.done():
+            self._fail(ConnectionClosed("the server sent bytes while no request was waiting", answered=True))
+            return
+        self._received = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(httpx.RemoteProtocolError("the server switched protocols, which was not asked for"))
+        except httptools.HttpParserError as exc:
+            self._fail(httpx.RemoteProtocolError(f"malformed HTTP answer: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self._answer is None or self._answer.done():
+            return
+        if self._headers_done and not self._framed and self._parser.get_status_code() not in (204, 304):
+            self._finish(keep_alive=False)  # an answer that ends with the connection
+            return
+        reason = f": {exc}" if exc else ""
+        self._answer.set_exception(ConnectionClosed(
+            f"the server closed the connection before the answer was complete{reason}", answered=self._received))
+
+    # -- httptools callbacks --
+    def on_message_begin(self) -> None:
+        if self._answer is None or self._answer.done():  # a second answer to one request: never reuse this
+            self.lost = True
+
+    def on_status(self, reason: bytes) -> None:
+        self._reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lowered = name.lower()
+        if lowered == b"content-length" or (lowered == b"transfer-encoding" and b"chunked" in value.lower()):
+            self._framed = True
+        self._headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # informational (100 Continue, 103 Early Hints): the real answer follows
+            self._begin()
+            self._received = True
+            return
+        self._finish(keep_alive=self._parser.should_keep_alive())
+
+    # -- used by the transport --
+    async def exchange(self, data: bytes) -> Answer:
+        assert self._transport is not None
+        self._begin()
+        self._answer = asyncio.get_running_loop().create_future()
+        self.exchanges += 1
+        if self.lost:
+            raise ConnectionClosed("the server had closed the connection", answered=False)
+        self._transport.write(data)
+        return await self._answer
+
+    def close(self) -> None:
+        self.lost = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def _finish(self, keep_alive: bool) -> None:
+        assert self._answer is not None
+        answer = Answer(self._parser.get_status_code(), self._reason, self._headers, b"".join(self._body), keep_alive)
+        self._answer.set_result(answer)
+
+    def _fail(self, error: Exception) -> None:
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(error)
+        self.close()
+
+
+class Http1Transport(httpx.AsyncBaseTransport):
+    """httpx transport: HTTP/1.1 keep-alive connections on asyncio, answers parsed by httptools (see the module)."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, *, max_connections: int = 64,
+                 max_keepalive_connections: int = 32, keepalive_expiry: float = 5.0) -> None:
+        self._ssl = ssl_context
+        self._slots = asyncio.Semaphore(max_connections)
+        self._max_idle = max_keepalive_connections
+        self._expiry = keepalive_expiry
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._closed = False
+        self.connections_opened = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme not in ("http", "https"):
+            raise httpx.UnsupportedProtocol(f"this transport speaks http and https, not {url.scheme!r}",
+                                            request=request)
+        if request.method in ("HEAD", "CONNECT"):
+            raise httpx.LocalProtocolError(f"this transport does not send {request.method}", request=request)
+        if self._closed:
+            raise httpx.LocalProtocolError("the transport is closed", request=request)
+        try:
+            body = request.content
+        except httpx.RequestNotRead:
+            raise httpx.LocalProtocolError("this transport needs the request body in memory", request=request) from None
+        try:
+            data = request_bytes(request.method.encode("ascii"), url.raw_path, request.headers.raw, body)
+        except ValueError as exc:
+            raise httpx.LocalProtocolError(str(exc), request=request) from None
+        origin = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        async with self._slots:
+            answer = await self._send(origin, data, request)
+        return httpx.Response(answer.status, headers=answer.headers, stream=httpx.ByteStream(answer.body),
+                              extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
+                              request=request)
+
+    async def _send(self, origin: Origin, data: bytes, request: httpx.Request) -> Answer:
+        while True:
+            connection = self._reuse(origin) or await self._connect(origin, request)
+            reused = connection.exchanges > 0
+            done = False
+            try:
+                answer = await connection.exchange(data)
+                done = True
+            except ConnectionClosed as exc:
+                if reused and not exc.answered:
+                    continue  # closed while idle, unseen until now: once more on a new connection
+                raise httpx.RemoteProtocolError(str(exc), request=request) from None
+            except httpx.HTTPError as exc:
+                exc.request = request
+                raise
+            finally:
+                if not done:  # failed or cancelled (a timeout) mid-exchange: the connection's state is unknown
+                    connection.close()
+            self._release(origin, connection, answer.keep_alive)
+            return answer
+
+    def _reuse(self, origin: Origin) -> _Connection | None:
+        idle = self._idle.get(origin)
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if not connection.lost and now - connection.idle_since < self._expiry:
+                return connection
+            connection.close()
+        return None
+
+    async def _connect(self, origin: Origin, request: httpx.Request) -> _Connection:
+        scheme, host, port = origin
+        tls = (self._ssl or ssl.create_default_context()) if scheme == "https" else None
+        timeout = (request.extensions.get("timeout") or {}).get("connect")
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                _, connection = await loop.create_connection(
+                    _Connection, host, port, ssl=tls, server_hostname=host if tls else None)
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out", request=request) from None
+        except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}", request=request) from None
+        self.connections_opened += 1
+        return connection
+
+    def _release(self, origin: Origin, connection: _Connection, keep_alive: bool) -> None:
+        idle = self._idle.setdefault(origin, [])
+        if keep_alive and not connection.lost and not self._closed and len(idle) < self._max_idle:
+            connection.idle_since = time.monotonic()
+            idle.append(connection)
+        else:
+            connection.close()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
