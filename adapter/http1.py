@@ -163,7 +163,9 @@ class _Connection(asyncio.Protocol):
     def _finish(self, keep_alive: bool) -> None:
         assert self._answer is not None
         answer = Answer(self._parser.get_status_code(), self._reason, self._headers, b"".join(self._body), keep_alive)
-        self._answer.set_result(answer)
+        waiting, self._answer = self._answer, None
+        self._begin()  # an idle connection holds no answer: a series list is megabytes
+        waiting.set_result(answer)
 
     def _fail(self, error: Exception) -> None:
         if self._answer is not None and not self._answer.done():
@@ -182,7 +184,6 @@ class Http1Transport(httpx.AsyncBaseTransport):
         self._expiry = keepalive_expiry
         self._idle: dict[Origin, list[_Connection]] = {}
         self._closed = False
-        self.connections_opened = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -201,7 +202,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
             data = request_bytes(request.method.encode("ascii"), url.raw_path, request.headers.raw, body)
         except ValueError as exc:
             raise httpx.LocalProtocolError(str(exc), request=request) from None
-        origin = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
+        host = url.raw_host.decode("ascii")  # an international name as IDNA, as DNS and SNI want it
+        origin = (url.scheme, host, url.port or (443 if url.scheme == "https" else 80))
         async with self._slots:
             answer = await self._send(origin, data, request)
         return httpx.Response(answer.status, headers=answer.headers, stream=httpx.ByteStream(answer.body),
@@ -252,7 +254,6 @@ class Http1Transport(httpx.AsyncBaseTransport):
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out", request=request) from None
         except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}", request=request) from None
-        self.connections_opened += 1
         return connection
 
     def _release(self, origin: Origin, connection: _Connection, keep_alive: bool) -> None:

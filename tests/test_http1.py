@@ -323,6 +323,40 @@ def test_requests_beyond_max_connections_wait_for_one(run: Callable[..., Any]) -
     assert server.most_open == 2 and server.connections == 2
 
 
+def _bytes_held(value: Any, seen: set[int] | None = None) -> int:
+    """Bytes of answer data reachable from ``value`` through containers, futures and plain objects' attributes."""
+    seen = set() if seen is None else seen
+    if id(value) in seen or isinstance(value, type):
+        return 0
+    seen.add(id(value))
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, asyncio.Future):
+        return _bytes_held(value.result(), seen) if value.done() and not value.cancelled() else 0
+    if isinstance(value, dict):
+        return sum(_bytes_held(v, seen) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_bytes_held(v, seen) for v in value)
+    if hasattr(value, "__dict__") and type(value).__module__.startswith(("adapter.", "asyncio")):
+        return _bytes_held(vars(value), seen)
+    return 0
+
+
+def test_an_idle_connection_holds_nothing_of_the_last_answer(run: Callable[..., Any]) -> None:
+    """A relist's series answers are megabytes: once read, nothing of them stays with the pooled connection."""
+    body = b"x" * 4_000_000
+    server = Server(answer(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)))
+
+    async def use(url: str, transport: Http1Transport) -> tuple[int, int]:
+        status, received = await get(transport, url)
+        assert status == 200 and len(received) == len(body)
+        del received
+        return len(transport._idle[("http", "127.0.0.1", int(url.rsplit(":", 1)[1]))]), _bytes_held(transport)
+
+    idle, held = run(serving(server, use))
+    assert idle == 1 and held < 4096
+
+
 def test_aclose_closes_the_idle_connections(run: Callable[..., Any]) -> None:
     server = Server(answer(OK))
 
