@@ -732,9 +732,15 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
                 ("bare", bare_url, procs_bare),
                 ("adapter_ttl0", adapters["ttl0"].url, {"adapter": procs["adapter"]}),
                 ("adapter_cache", adapters["cache"].url, {"adapter": psutil.Process(adapters["cache"].proc.pid)})):
+            counted = adapters["ttl0"] if target == "adapter_ttl0" else None
+            before = query_counts(counted, setup.prom.url) if counted else None
             run = await run_load(args.client, base, [adapter_calls[kind.name]], args.clients, args.warmup_s,
                                  args.kind_s, target, watched)
             row[target] = summarize(run)
+            if counted and before:
+                after = query_counts(counted, setup.prom.url)
+                answered = sum(getattr(after, f) - getattr(before, f) for f in ("misses", "coalesced", "hits"))
+                row["ttl0_requests_per_query"] = answered / max(after.misses - before.misses, 1)
         print(f"... throughput {kind.name} alone: bare {row['bare']['rps']:,.0f}, adapter "
               f"{row['adapter_ttl0']['rps']:,.0f} (ttl 0) {row['adapter_cache']['rps']:,.0f} (cache) requests/s",
               flush=True)
@@ -797,11 +803,13 @@ def report(args: argparse.Namespace, res: dict[str, Any]) -> None:
         rows.append([k, f"{b['rps']:,.0f}", f"{a0['rps']:,.0f}", fmt(100 * a0["rps"] / b["rps"], "{:.0f}%"),
                      f"{ac['rps']:,.0f}", fmt(100 * ac["rps"] / b["rps"], "{:.0f}%"),
                      fmt(cpu[0], "{:.2f}"), fmt(cpu[1], "{:.2f}"), fmt(cpu[2], "{:.2f}"),
+                     fmt(row.get("ttl0_requests_per_query"), "{:.1f}"),
                      str(sum(sum(r["errors"].values()) for r in (b, a0, ac)))])
     if rows:
-        table(f"each kind alone at {args.clients} connections (req/s; server CPU ms per request)",
-              ["kind", "bare", "ttl0", "vs bare", "cache", "vs bare", "CPU bare", "CPU ttl0", "CPU cache", "errors"],
-              rows)
+        table(f"each kind alone at {args.clients} connections (req/s; server CPU ms per request; ttl0 req/query: "
+              "requests answered per Prometheus query with the cache off, by coalescing identical ones in flight)",
+              ["kind", "bare", "ttl0", "vs bare", "cache", "vs bare", "CPU bare", "CPU ttl0", "CPU cache",
+               "ttl0 req/query", "errors"], rows)
     by_kind = []
     for target in TARGETS if thr else ():
         for k, v in thr[target]["by_kind"].items():
