@@ -11,8 +11,8 @@ What it does: http and https (the given ``SSLContext``, SNI and hostname check f
 last-in-first-out list of idle connections kept ``keepalive_expiry`` seconds; at most ``max_connections`` requests
 at once; answers framed by Content-Length, chunked, or read until the server closes; 1xx answers skipped;
 ``Connection: close`` and HTTP/1.0 honoured. A request whose kept-alive connection turns out closed before any byte
-of the answer came back is sent once more on a new connection (the server may close an idle connection just as
-it is reused), so use it for read-only APIs such as Prometheus'.
+of the answer came back is sent again on another connection (the server may close an idle connection just as
+it is reused; a new connection's failure is final), so use it for read-only APIs such as Prometheus'.
 
 What it does not do, by design: proxies (the Prometheus client keeps httpx's transport when one is configured),
 HTTP/2, HEAD and CONNECT, upgrades, and request bodies that are not in memory (``httpx.Request(content=bytes)``).
@@ -221,7 +221,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
                 done = True
             except ConnectionClosed as exc:
                 if reused and not exc.answered:
-                    continue  # closed while idle, unseen until now: once more on a new connection
+                    continue  # closed while idle, unseen until now: again on another connection
                 raise httpx.RemoteProtocolError(str(exc), request=request) from None
             except httpx.HTTPError as exc:
                 exc.request = request
