@@ -110,7 +110,7 @@ class _Connection(asyncio.Protocol):
         self.lost = True
         if self._answer is None or self._answer.done():
             return
-        if self._headers_done and not self._framed and self._parser.get_status_code() not in (204, 304):
+        if self._headers_done and not self._framed:  # (an answer with no body, 204 or 304, completed at its head)
             self._finish(keep_alive=False)  # an answer that ends with the connection
             return
         reason = f": {exc}" if exc else ""
@@ -148,11 +148,11 @@ class _Connection(asyncio.Protocol):
     # -- used by the transport --
     async def exchange(self, data: bytes) -> Answer:
         assert self._transport is not None
-        self._begin()
-        self._answer = asyncio.get_running_loop().create_future()
         self.exchanges += 1
         if self.lost:
             raise ConnectionClosed("the server had closed the connection", answered=False)
+        self._begin()
+        self._answer = asyncio.get_running_loop().create_future()
         self._transport.write(data)
         return await self._answer
 
@@ -253,7 +253,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
                     _Connection, host, port, ssl=tls, server_hostname=host if tls else None)
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out", request=request) from None
-        except (OSError, ssl.SSLError, ssl.CertificateError) as exc:
+        except OSError as exc:  # ssl's errors, a failed certificate check included, are OSErrors
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}", request=request) from None
         return connection
 

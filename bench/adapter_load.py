@@ -432,6 +432,10 @@ class QueryCounts:
     hits: float
     prom_queries: float
 
+    @property
+    def answered(self) -> float:
+        return self.misses + self.coalesced + self.hits
+
 
 def query_counts(adapter: AdapterProcess, prom_url: str) -> QueryCounts:
     text = adapter.get("/metrics").text
@@ -732,15 +736,14 @@ async def bench(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
                 ("bare", bare_url, procs_bare),
                 ("adapter_ttl0", adapters["ttl0"].url, {"adapter": procs["adapter"]}),
                 ("adapter_cache", adapters["cache"].url, {"adapter": psutil.Process(adapters["cache"].proc.pid)})):
-            counted = adapters["ttl0"] if target == "adapter_ttl0" else None
-            before = query_counts(counted, setup.prom.url) if counted else None
+            before = query_counts(adapters["ttl0"], setup.prom.url) if target == "adapter_ttl0" else None
             run = await run_load(args.client, base, [adapter_calls[kind.name]], args.clients, args.warmup_s,
                                  args.kind_s, target, watched)
             row[target] = summarize(run)
-            if counted and before:
-                after = query_counts(counted, setup.prom.url)
-                answered = sum(getattr(after, f) - getattr(before, f) for f in ("misses", "coalesced", "hits"))
-                row["ttl0_requests_per_query"] = answered / max(after.misses - before.misses, 1)
+            if before is not None:
+                after = query_counts(adapters["ttl0"], setup.prom.url)
+                queries = max(after.misses - before.misses, 1)
+                row["ttl0_requests_per_query"] = (after.answered - before.answered) / queries
         print(f"... throughput {kind.name} alone: bare {row['bare']['rps']:,.0f}, adapter "
               f"{row['adapter_ttl0']['rps']:,.0f} (ttl 0) {row['adapter_cache']['rps']:,.0f} (cache) requests/s",
               flush=True)

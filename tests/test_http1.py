@@ -445,8 +445,11 @@ def test_https_checks_the_certificate_against_the_host_in_the_url(
     async def use(url: str, transport: Http1Transport) -> Any:
         return await outcomes(transport, url, 2, pause=0)
 
+    names: list[str | None] = []
+    server_ctx.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment]
     named = run(serving(server, use, ssl_server=server_ctx, transport=Http1Transport(client_ctx), host="localhost"))
     assert named == [(200, b'{"a": true}')] * 2 and server.connections == 1
+    assert names == ["localhost"]  # SNI: the name in the URL
     by_address = run(serving(server, use, ssl_server=server_ctx, transport=Http1Transport(client_ctx)))
     assert by_address[0][0] == "ConnectError" and "127.0.0.1" in by_address[0][1]
     assert "CERTIFICATE_VERIFY_FAILED" in by_address[0][1] or "mismatch" in by_address[0][1]
