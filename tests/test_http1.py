@@ -11,7 +11,6 @@ import gzip
 import re
 import ssl
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -20,66 +19,9 @@ import uvloop
 
 from adapter.http1 import Http1Transport, request_bytes
 from tests.support.certs import issue, make_ca
+from tests.support.scripted_http import Request, Server, answer
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\": true}"
-
-
-@dataclass
-class Request:
-    connection: int  # 1 for the server's first connection
-    number: int  # 1 for the first request on that connection
-    head: bytes
-    body: bytes
-
-
-# What the server does with a request: (bytes to send, or None to send nothing; then close the connection?)
-Script = Callable[[Request], tuple[bytes | None, bool]]
-
-
-@dataclass
-class Server:
-    script: Script
-    connections: int = 0
-    open_now: int = 0
-    most_open: int = 0
-    requests: list[Request] = field(default_factory=list)
-    eofs: int = 0  # connections the client closed
-    hold: asyncio.Event | None = None  # when set by a test, every answer waits for it
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.open_now += 1
-        self.most_open = max(self.most_open, self.open_now)
-        connection, number = self.connections, 0
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    self.eofs += 1
-                    return
-                match = re.search(rb"(?im)^content-length: *(\d+)", head)
-                body = await reader.readexactly(int(match.group(1))) if match else b""
-                number += 1
-                request = Request(connection, number, head, body)
-                self.requests.append(request)
-                if self.hold is not None:
-                    await self.hold.wait()
-                answer, close = self.script(request)
-                if answer:
-                    writer.write(answer)
-                    await writer.drain()
-                if close:
-                    return
-        except ConnectionError:
-            return
-        finally:
-            self.open_now -= 1
-            writer.close()
-
-
-def answer(data: bytes, close: bool = False) -> Script:
-    return lambda request: (data, close)
 
 
 LOOPS = {"uvloop": uvloop.new_event_loop, "asyncio": asyncio.new_event_loop}
@@ -192,19 +134,7 @@ def test_requests_reuse_one_connection_and_arrive_as_sent(run: Callable[..., Any
     ("in pieces", OK, b'{"a": true}'),
 ])
 def test_answers_however_framed_arrive_whole(run: Callable[..., Any], name: str, data: bytes, body: bytes) -> None:
-    def script(request: Request) -> tuple[bytes | None, bool]:
-        return data, False
-
-    server = Server(script)
-    if name == "in pieces":  # one byte at a time: the parser is fed across many reads
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await reader.readuntil(b"\r\n\r\n")
-            for byte in data:
-                writer.write(bytes([byte]))
-                await writer.drain()
-                await asyncio.sleep(0)
-            await reader.read()
-        server.handle = handle  # type: ignore[method-assign]
+    server = Server(answer(data), byte_by_byte=name == "in pieces")
     results = run(serving(server, lambda url, t: outcomes(t, url, 1)))
     assert results == [(204 if name == "empty" else 200, body)]
 

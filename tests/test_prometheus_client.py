@@ -47,6 +47,7 @@ from adapter.rules.catalogue import distinct_shapes
 from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.scripted_http import Script, Server
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
@@ -863,35 +864,25 @@ def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsS
 
 
 # -- kept-alive connections (adapter/http1.py; its own tests are in test_http1.py) --------------------------------
-class _OneShotServer:
-    """HTTP/1.1 on loopback that answers each request with ``answer`` and then does what ``after`` says: keep the
-    connection (``keep``), close it (``close``), or, for ``cut``, send half the answer and close; ``hang`` leaves
-    the first connection's request unanswered and keeps the later connections."""
-
-    def __init__(self, after: str) -> None:
-        self.after, self.connections = after, 0
-        body = json.dumps(VECTOR_OK).encode()
-        self.answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-            len(body), body)
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        hang = self.after == "hang" and self.connections == 1
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-            await reader.readexactly(length)
-            if hang:
-                await reader.read()  # until the client gives up on this connection
-                return
-            writer.write(self.answer if self.after != "cut" else self.answer[:len(self.answer) // 2])
-            await writer.drain()
-            if self.after not in ("keep", "hang"):
-                writer.close()
-                return
+_VECTOR_BODY = json.dumps(VECTOR_OK).encode()
+_VECTOR_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(_VECTOR_BODY), _VECTOR_BODY)
 
 
-def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> list[Any]:
+def _one_shot(after: str) -> Server:
+    """A server answering every query with one sample, then doing what ``after`` says: keep the connection
+    (``keep``), close it (``close``), or, for ``cut``, send half the answer and close; ``hang`` leaves the first
+    connection's request unanswered and answers on the later connections."""
+    scripts: dict[str, Script] = {
+        "keep": lambda r: (_VECTOR_ANSWER, False),
+        "close": lambda r: (_VECTOR_ANSWER, True),
+        "cut": lambda r: (_VECTOR_ANSWER[:len(_VECTOR_ANSWER) // 2], True),
+        "hang": lambda r: (None, False) if r.connection == 1 else (_VECTOR_ANSWER, False),
+    }
+    return Server(scripts[after])
+
+
+def _against(server: Server, queries: int, timeout_s: float = 2.0) -> list[Any]:
     async def main() -> list[Any]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
@@ -913,25 +904,25 @@ def _against(server: _OneShotServer, queries: int, timeout_s: float = 2.0) -> li
 
 
 def test_connections_are_kept_alive() -> None:
-    server = _OneShotServer("keep")
+    server = _one_shot("keep")
     results = _against(server, 3)
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 1
 
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> None:
     """Prometheus (or a proxy in front) closes idle keep-alive connections: the next query opens a new one."""
-    server = _OneShotServer("close")
+    server = _one_shot("close")
     results = _against(server, 3)
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 3
 
 
 def test_an_answer_cut_short_is_unavailable_not_a_crash() -> None:
-    results = _against(_OneShotServer("cut"), 2)
+    results = _against(_one_shot("cut"), 2)
     assert all(isinstance(r, PrometheusUnavailable) and "unreachable" in str(r) for r in results), results
 
 
 def test_a_query_left_unanswered_times_out_and_the_next_one_gets_a_fresh_connection() -> None:
-    server = _OneShotServer("hang")
+    server = _one_shot("hang")
     started = time.monotonic()
     results = _against(server, 2, timeout_s=0.5)
     assert isinstance(results[0], PrometheusUnavailable) and "did not answer within 0.5s" in str(results[0])
