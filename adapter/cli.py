@@ -75,6 +75,10 @@ def parse_duration_or_zero(text: str, flag: str) -> float:
     return 0.0 if text.strip() == "0" else parse_duration(text, flag)
 
 
+def _printable_ascii(value: str) -> bool:
+    return value.isascii() and all(c == "\t" or c.isprintable() for c in value)
+
+
 def prometheus_headers(values: list[str]) -> list[tuple[str, str]]:
     """``--prometheus-header`` as prometheus-adapter reads it (cmd/adapter/adapter.go, parseHeaderArgs): split at
     the first ``=``; no ``=`` sends the header empty; a repeated name sends every value, in order."""
@@ -85,6 +89,8 @@ def prometheus_headers(values: list[str]) -> list[tuple[str, str]]:
             raise UsageError(f"--prometheus-header {item!r}: {key!r} is not a valid header name (expected key=value)")
         if any(c in value for c in "\r\n\0"):
             raise UsageError(f"--prometheus-header {item!r}: a header value cannot hold a line break")
+        if not _printable_ascii(value):
+            raise UsageError(f"--prometheus-header {key}: the value must be printable ASCII (it is not shown here)")
         headers.append((key, value))
     return headers
 
@@ -138,6 +144,8 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
     _check_tls_files(ca_file or credentials.ca_file, "--prometheus-ca-file" if ca_file else source,
                      pair, "--prometheus-client-tls-cert-file" if cert_file else source)
     if credentials.authorization and not token_file and not any(k.lower() == "authorization" for k, _ in extra):
+        if not _printable_ascii(credentials.authorization):
+            raise UsageError(f"{source}: the credentials hold a line break, a control or a non-ASCII character")
         extra.append(("Authorization", credentials.authorization))
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
                             bearer_token_file=token_file or credentials.bearer_token_file,

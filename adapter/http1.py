@@ -62,6 +62,11 @@ def request_bytes(method: bytes, target: bytes, headers: list[tuple[bytes, bytes
     return b"\r\n".join(lines) + body
 
 
+def origin_of(url: httpx.URL) -> Origin:
+    """Scheme, host and port to connect to; an international host name as IDNA, as DNS and SNI want it."""
+    return url.scheme, url.raw_host.decode("ascii"), url.port or (443 if url.scheme == "https" else 80)
+
+
 class ConnectionClosed(Exception):
     """The server closed the connection before the answer was complete."""
 
@@ -193,8 +198,6 @@ class Http1Transport(httpx.AsyncBaseTransport):
                                             request=request)
         if request.method in ("HEAD", "CONNECT"):
             raise httpx.LocalProtocolError(f"this transport does not send {request.method}", request=request)
-        if self._closed:
-            raise httpx.LocalProtocolError("the transport is closed", request=request)
         try:
             body = request.content
         except httpx.RequestNotRead:
@@ -203,17 +206,26 @@ class Http1Transport(httpx.AsyncBaseTransport):
             data = request_bytes(request.method.encode("ascii"), url.raw_path, request.headers.raw, body)
         except ValueError as exc:
             raise httpx.LocalProtocolError(str(exc), request=request) from None
-        host = url.raw_host.decode("ascii")  # an international name as IDNA, as DNS and SNI want it
-        origin = (url.scheme, host, url.port or (443 if url.scheme == "https" else 80))
-        async with self._slots:
-            answer = await self._send(origin, data, request)
+        timeout = (request.extensions.get("timeout") or {}).get("connect")
+        answer = await self.exchange(origin_of(url), data, connect_timeout=timeout, request=request)
         return httpx.Response(answer.status, headers=answer.headers, stream=httpx.ByteStream(answer.body),
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": answer.reason},
                               request=request)
 
-    async def _send(self, origin: Origin, data: bytes, request: httpx.Request) -> Answer:
+    async def exchange(self, origin: Origin, data: bytes, *, connect_timeout: float | None = None,
+                       request: httpx.Request | None = None) -> Answer:
+        """Send ``data``, a whole request as ``request_bytes`` writes it, to ``origin`` and return the answer: the
+        pool, limits and resend of ``handle_async_request`` without building httpx's request and response objects
+        (about 80 us of CPU per query). Errors are httpx's; ``request``, if given, is attached to them."""
+        if self._closed:
+            raise httpx.LocalProtocolError("the transport is closed", request=request)
+        async with self._slots:
+            return await self._send(origin, data, connect_timeout, request)
+
+    async def _send(self, origin: Origin, data: bytes, connect_timeout: float | None,
+                    request: httpx.Request | None) -> Answer:
         while True:
-            connection = self._reuse(origin) or await self._connect(origin, request)
+            connection = self._reuse(origin) or await self._connect(origin, connect_timeout, request)
             reused = connection.exchanges > 0
             done = False
             try:
@@ -224,7 +236,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
                     continue  # closed while idle, unseen until now: again on another connection
                 raise httpx.RemoteProtocolError(str(exc), request=request) from None
             except httpx.HTTPError as exc:
-                exc.request = request
+                if request is not None:
+                    exc.request = request
                 raise
             finally:
                 if not done:  # failed or cancelled (a timeout) mid-exchange: the connection's state is unknown
@@ -242,10 +255,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
             connection.close()
         return None
 
-    async def _connect(self, origin: Origin, request: httpx.Request) -> _Connection:
+    async def _connect(self, origin: Origin, timeout: float | None, request: httpx.Request | None) -> _Connection:
         scheme, host, port = origin
         tls = (self._ssl or ssl.create_default_context()) if scheme == "https" else None
-        timeout = (request.extensions.get("timeout") or {}).get("connect")
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
