@@ -2,10 +2,11 @@
 
 Why it exists: every query the HPA waits for passes through the Prometheus client in series. With httpx's own
 transport (httpcore's pool, h11's pure-Python HTTP/1.1 state machine, anyio's locks and cancel scopes) the client
-spent 668 us of CPU per one-object instant query on the 2-core bench machine, with this one 255 us
-(bench/adapter_steps.py; README "Performance", round 3, fourth pass). httpx stays the interface: the transport takes
-an ``httpx.Request`` and returns an ``httpx.Response``, and its errors are httpx's exceptions, so the client code
-and its error handling do not change.
+spent 668 us of CPU per one-object instant query on the 2-core bench machine, with this one 255 us, and ~160 us
+when the client hands it the request's bytes (``exchange``) instead of an ``httpx.Request`` (bench/adapter_steps.py;
+README "Performance", round 3, fourth and fifth passes). httpx stays the interface for everything else: the
+transport takes an ``httpx.Request`` and returns an ``httpx.Response``, and its errors are httpx's exceptions on
+either path.
 
 What it does: http and https (the given ``SSLContext``, SNI and hostname check from the URL's host); per origin, a
 last-in-first-out list of idle connections kept ``keepalive_expiry`` seconds; at most ``max_connections`` requests

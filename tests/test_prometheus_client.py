@@ -37,7 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from adapter import prometheus_auth
 from adapter.cli import UsageError, prometheus_config, prometheus_headers
-from adapter.http1 import Answer, Http1Transport, Origin
+from adapter.http1 import Answer, Http1Transport, Origin, request_bytes
 from adapter.kube.config import KubeConfigError
 from adapter.prometheus import (
     PrometheusClient,
@@ -249,6 +249,23 @@ PARSE_HEADER_ARGS = [
 @pytest.mark.parametrize(("args", "headers"), PARSE_HEADER_ARGS)
 def test_prometheus_header_flags_parse_as_upstream(args: list[str], headers: list[tuple[str, str]]) -> None:
     assert prometheus_headers(args) == headers
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_both_ways_to_the_transport_send_the_same_bytes(tmp_path: Path, method: str) -> None:
+    # What Http1Transport writes for the httpx.Request of the proxy path equals the bytes the client hands it.
+    token = tmp_path / "token"
+    token.write_text("t0k3n\n")
+    client = PrometheusClient(PrometheusConfig(
+        url="https://prometheus.test:9443/prefix?extra_label=tenant%3Da", method=method, bearer_token_file=str(token),
+        headers=[("X-Scope-OrgID", "a"), ("X-Scope-OrgID", "b")]))
+    params = {"query": 'sum(gpu_util{pod="p 1"})', "timeout": "4500ms"}
+    extra = {"Accept-Encoding": "identity"}
+
+    request = client._request(method, "/api/v1/query", params, extra)
+    via_httpx = request_bytes(method.encode(), request.url.raw_path, request.headers.raw, request.read())
+    assert client._wire(method, "/api/v1/query", params, extra) == via_httpx
+    assert b"Authorization: Bearer t0k3n\r\n" in via_httpx and b"extra_label=tenant%3Da" in via_httpx
 
 
 @pytest.mark.parametrize(("arg", "says"), [
