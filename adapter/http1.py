@@ -215,9 +215,10 @@ class Http1Transport(httpx.AsyncBaseTransport):
 
     async def exchange(self, origin: Origin, data: bytes, *, connect_timeout: float | None = None,
                        request: httpx.Request | None = None) -> Answer:
-        """Send ``data``, a whole request as ``request_bytes`` writes it, to ``origin`` and return the answer: the
-        pool, limits and resend of ``handle_async_request`` without building httpx's request and response objects
-        (about 80 us of CPU per query). Errors are httpx's; ``request``, if given, is attached to them."""
+        """Send ``data``, a whole GET or POST request as ``request_bytes`` writes it (not HEAD: the parser cannot
+        know that its answer has no body), to ``origin`` and return the answer: the pool, limits and resend of
+        ``handle_async_request`` without building httpx's request and response objects (about 100 us of CPU per
+        query). Errors are httpx's; ``request``, if given, is attached to them."""
         if self._closed:
             raise httpx.LocalProtocolError("the transport is closed", request=request)
         async with self._slots:

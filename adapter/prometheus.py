@@ -151,8 +151,8 @@ class PrometheusClient:
         self._transport = transport
         # Our own transport is spoken to in bytes: no httpx.Request or Response per query (Http1Transport.exchange).
         self._http1 = transport if isinstance(transport, Http1Transport) else None
-        self._origin = origin_of(httpx.URL(self._base))
-        self._host = httpx.URL(self._base).netloc
+        base = httpx.URL(self._base)
+        self._origin, self._host = origin_of(base), base.netloc
         pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
         self._headers = [(name, value) for name, value in pairs]
         for name, value in self._headers:  # the CLI says so first (prometheus_headers); the value is never shown
