@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import re
 import ssl
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import clikit
 from adapter import goflag, malloc, prometheus_auth
 from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
 from adapter.auth.stack import AuthOptions, AuthSetupError, AuthStack
+from adapter.http1 import header_name_ok, header_value_ok
 from adapter.kube.api import KubeApi, KubeError
 from adapter.kube.config import KubeConfigError, load_api_client
 from adapter.kube.resolver import KubeResolver
@@ -39,7 +39,6 @@ log = logging.getLogger("adapter")
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Kubernetes custom metrics API for GPU workloads, answered from Prometheus.")
 
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an RFC 9110 token
 
 
 class UsageError(Exception):
@@ -75,21 +74,17 @@ def parse_duration_or_zero(text: str, flag: str) -> float:
     return 0.0 if text.strip() == "0" else parse_duration(text, flag)
 
 
-def _printable_ascii(value: str) -> bool:
-    return value.isascii() and all(c == "\t" or c.isprintable() for c in value)
-
-
 def prometheus_headers(values: list[str]) -> list[tuple[str, str]]:
     """``--prometheus-header`` as prometheus-adapter reads it (cmd/adapter/adapter.go, parseHeaderArgs): split at
     the first ``=``; no ``=`` sends the header empty; a repeated name sends every value, in order."""
     headers = []
     for item in values:
         key, _, value = item.partition("=")
-        if not _HEADER_NAME.match(key):
+        if not header_name_ok(key):
             raise UsageError(f"--prometheus-header {item!r}: {key!r} is not a valid header name (expected key=value)")
         if any(c in value for c in "\r\n\0"):
             raise UsageError(f"--prometheus-header {item!r}: a header value cannot hold a line break")
-        if not _printable_ascii(value):
+        if not header_value_ok(value):
             raise UsageError(f"--prometheus-header {key}: the value must be printable ASCII (it is not shown here)")
         headers.append((key, value))
     return headers
@@ -144,7 +139,7 @@ def prometheus_config(url: str, verb: str, timeout: str, token_file: str | None,
     _check_tls_files(ca_file or credentials.ca_file, "--prometheus-ca-file" if ca_file else source,
                      pair, "--prometheus-client-tls-cert-file" if cert_file else source)
     if credentials.authorization and not token_file and not any(k.lower() == "authorization" for k, _ in extra):
-        if not _printable_ascii(credentials.authorization):
+        if not header_value_ok(credentials.authorization):
             raise UsageError(f"{source}: the credentials hold a line break, a control or a non-ASCII character")
         extra.append(("Authorization", credentials.authorization))
     return PrometheusConfig(url=url, method=verb.upper(), timeout_s=parse_duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]

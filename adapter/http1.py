@@ -41,9 +41,23 @@ class Answer(NamedTuple):
     keep_alive: bool
 
 
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_FIELD_VALUE = re.compile(rb"[^\x00\r\n]*")
+_TOKEN_PATTERN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # an RFC 9110 token: a method or a header name
+_TOKEN = re.compile(_TOKEN_PATTERN.encode())
+_FIELD_VALUE = re.compile(rb"[^\x00\r\n]*")  # what request_bytes lets through: nothing that ends a line
 _TARGET = re.compile(rb"[\x21-\x7e]+")
+_NAME = re.compile(_TOKEN_PATTERN)
+_PRINTABLE_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def header_name_ok(name: str) -> bool:
+    """A header name as configured (``--prometheus-header``): an RFC 9110 token."""
+    return _NAME.fullmatch(name) is not None
+
+
+def header_value_ok(value: str) -> bool:
+    """A configured header value or token this project sends: printable ASCII, spaces and tabs (no line break, no
+    control character, nothing that needs an encoding)."""
+    return _PRINTABLE_VALUE.fullmatch(value) is not None
 
 
 def request_bytes(method: bytes, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:

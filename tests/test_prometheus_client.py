@@ -119,11 +119,7 @@ def both_transports(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def _client(handler: Handler, **config: Any) -> PrometheusClient:
-    async def answer(request: httpx.Request) -> httpx.Response:
-        response = handler(request)
-        return await response if not isinstance(response, httpx.Response) else response
-
-    transport = _BytesTransport(answer) if _TRANSPORT[0] == "bytes" else httpx.MockTransport(handler)
+    transport = _BytesTransport(handler) if _TRANSPORT[0] == "bytes" else httpx.MockTransport(handler)
     return PrometheusClient(
         PrometheusConfig(url=config.pop("url", "http://prometheus.test:9090/"), **config), transport=transport)
 
@@ -977,6 +973,14 @@ def test_auth_config_basic_auth_and_the_token_file_winning(tls_url: str, tls_ser
     _query_with(_config(tls_url, auth_config=bearer, token_file=str(token)))
     assert tls_server.authorizations == ["Basic " + base64.b64encode(b"adapter:s3cret").decode(),
                                          "Bearer from-the-file"]
+
+
+def test_auth_config_credentials_that_cannot_be_sent_are_refused_at_start(pki: _Pki, tmp_path: Path) -> None:
+    path = _kubeconfig(tmp_path / "kc", pki, token="s3cr\u00e9t-token")
+
+    with pytest.raises(UsageError, match="--prometheus-auth-config: the credentials hold") as info:
+        _config("https://prometheus.test:9090", auth_config=path)
+    assert "s3cr" not in str(info.value)
 
 
 def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsServer, pki: _Pki, tmp_path: Path,
