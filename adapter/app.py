@@ -31,13 +31,13 @@ from adapter.api.serialise import (
     EXTERNAL_GROUP,
     api_group,
     api_resource_list,
-    encode_metric_value_list,
     external_metric_value_list,
 )
 from adapter.auth.middleware import AuthOutcome
 from adapter.auth.stack import AuthStack
 from adapter.discovery import Discovery
 from adapter.explain import explain
+from adapter.metric_values import MetricValueRequests, metric_value_list
 from adapter.observe import ObserveRequests
 from adapter.prometheus import PrometheusClient
 from adapter.provider import Provider, ResourceMetrics
@@ -125,9 +125,10 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             metrics = catalogue.custom_metrics() if catalogue else []
             resources = [(f"{m.group_resource}/{m.name}", m.namespaced) for m in metrics]
             return _json(api_resource_list(CUSTOM_GROUP, version, resources))
-        q = request.query_params
-        items = await state.provider.custom(path, q.get("labelSelector", ""), q.get("metricLabelSelector", ""))
-        return Response(encode_metric_value_list(version, items), media_type="application/json")
+        # Metric values are answered by MetricValueRequests before routing; this serves them when it does not
+        # (under a root path).
+        body = await metric_value_list(state.provider, version, path, request.query_params)
+        return Response(body, media_type="application/json")
 
     async def external(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
@@ -235,6 +236,8 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
                            ("/debug/explain/{path:path}", debug_explain)):
         app.add_route(path, endpoint, methods=["GET"])
 
+    # Innermost middleware: the HPA's metric-value requests, answered without routing (adapter/metric_values.py).
+    app.add_middleware(MetricValueRequests, provider=state.provider)
     if state.auth is not None:
         auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
         app.add_middleware(auth_class, **auth_kwargs)

@@ -162,6 +162,7 @@ class PrometheusClient:
         # under one asyncio.timeout of --prometheus-timeout, which covers connecting, waiting and reading.
         self._urls: dict[str, httpx.URL] = {}  # per API path, with the URL's own parameters: parsed once
         self._query_forms: dict[str, bytes] = {}  # encoded POST bodies of recent queries (HPAs repeat theirs)
+        self._wires: dict[tuple[str, bytes, tuple[tuple[str, str], ...]], bytes] = {}  # their whole requests
         self.queries_total = 0
 
     async def aclose(self) -> None:
@@ -286,6 +287,19 @@ class PrometheusClient:
     def _wire(self, method: str, path: str, params: Mapping[str, Any],
               extra_headers: Mapping[str, str] | None, form: bytes | None = None) -> bytes:
         """The same request as ``_request``, as the bytes ``Http1Transport.exchange`` sends."""
+        if form is None or method != "POST" or self._token is not None:
+            return self._build_wire(method, path, params, extra_headers, form)
+        # A query's POST without a token file: the same bytes each time HPAs repeat it, built once.
+        key = (path, form, tuple(extra_headers.items()) if extra_headers else ())
+        data = self._wires.get(key)
+        if data is None:
+            if len(self._wires) >= _FORMS_KEPT:
+                self._wires.clear()
+            data = self._wires[key] = self._build_wire(method, path, params, extra_headers, form)
+        return data
+
+    def _build_wire(self, method: str, path: str, params: Mapping[str, Any],
+                    extra_headers: Mapping[str, str] | None, form: bytes | None) -> bytes:
         # Every header was checked before it got here (configured ones at construction, the token when read),
         # and httpx quotes the target: request_bytes has nothing left to refuse.
         headers = [(b"Host", self._host)]

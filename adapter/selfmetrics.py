@@ -76,17 +76,26 @@ class AdapterMetrics:
         for decision in AUTHORIZATION_DECISIONS:
             for cached in ("true", "false"):
                 self.authorizations.labels(decision, cached)
+        # Children by label values, looked up once: labels() takes a lock and builds a key on every call.
+        self._request_children: dict[tuple[str, int], Histogram] = {}
+        self._query_children: dict[str, Histogram] = {}
         self._state = _StateCollector()
         r.register(self._state)
         ProcessCollector(registry=r)
 
     # -- events ---------------------------------------------------------------------------------------
     def observe_request(self, route: str, code: int, seconds: float) -> None:
-        self.requests.labels(route, str(code)).observe(seconds)
+        child = self._request_children.get((route, code))
+        if child is None:  # routes and codes are small fixed sets
+            child = self._request_children[route, code] = self.requests.labels(route, str(code))
+        child.observe(seconds)
 
     def observe_query(self, rule: str, seconds: float, error: PrometheusError | None) -> None:
         """A ``QueryObserver`` for ``QueryCache``."""
-        self.query_duration.labels(rule).observe(seconds)
+        child = self._query_children.get(rule)
+        if child is None:  # one per rule label (rules[3], gpu-presets:rules[0], ...)
+            child = self._query_children[rule] = self.query_duration.labels(rule)
+        child.observe(seconds)
         if error is not None:
             reason = "unavailable" if isinstance(error, PrometheusUnavailable) else "rejected"
             self.query_errors.labels(rule, reason).inc()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from adapter.status import ApiError, bad_request
 
@@ -25,6 +26,7 @@ def _segments(rest: str) -> list[str]:
     return [s for s in rest.split("/") if s != ""]
 
 
+@lru_cache(maxsize=1024)  # HPAs ask the same few paths over and over; errors are raised again, not kept
 def parse_custom_path(rest: str) -> MetricPath | None:
     """``rest`` is what follows ``/apis/custom.metrics.k8s.io/<version>/``; None means the discovery list."""
     parts = [s.replace("%2A", "*").replace("%2a", "*") for s in _segments(rest)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from adapter.rules.config import DiscoveryRule, RulesConfig
 from adapter.rules.resources import NAMESPACES, GroupResource, ResourceError, is_namespaced, normalise_resource
@@ -43,7 +44,7 @@ class Binding:
     namespace_label: str | None
     namespaced: bool
 
-    @property
+    @cached_property
     def filters_namespace(self) -> bool:
         """Whether the rule's query filters on the namespace itself (its template reads ``.LabelMatchers``)."""
         return "LabelMatchers" in self.rule.metrics_query.fields

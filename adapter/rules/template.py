@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 FieldKind = Literal["string", "list", "map"]
@@ -60,7 +61,7 @@ class Template:
     def parse(cls, source: str, fields: Mapping[str, FieldKind]) -> Template:
         return cls(source, tuple(_Parser(source, fields).parse()))
 
-    @property
+    @cached_property  # asked on every request (Binding.filters_namespace)
     def fields(self) -> frozenset[str]:
         """The top-level fields the template reads."""
         return frozenset(n.path[0] if isinstance(n, Field) else n.field for n in self.nodes if not isinstance(n, Text))
