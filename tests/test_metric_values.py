@@ -27,6 +27,7 @@ SERIES = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-
 CATALOGUE = build_catalogue(PRESETS, {q: SERIES for q in PRESETS.series_queries()})
 ROOT = "/behind-a-proxy"
 BASE = "/apis/custom.metrics.k8s.io"
+POD = f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL"
 
 
 class StaticPrometheus:
@@ -72,26 +73,24 @@ def _send(app: Any, method: str, path: str, root_path: str = "") -> httpx.Respon
 
 CASES = [
     # (what, method, path, status)
-    ("one pod, v1beta2", "GET", f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 200),
+    ("one pod, v1beta2", "GET", POD, 200),
     ("one pod, v1beta1", "GET", f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 200),
     ("all pods", "GET", f"{BASE}/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL", 200),
     ("all pods, %2A", "GET", f"{BASE}/v1beta1/namespaces/ml/pods/%2A/DCGM_FI_DEV_GPU_UTIL", 200),
     ("the Service", "GET", f"{BASE}/v1beta2/namespaces/ml/services/dcgm-exporter/DCGM_FI_DEV_GPU_UTIL_AVG", 200),
-    ("HEAD", "HEAD", f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 200),
-    ("metricLabelSelector", "GET",
-     f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL?metricLabelSelector=gpu%3D0", 200),
-    ("bad metricLabelSelector", "GET",
-     f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL?metricLabelSelector=%3D%3D%3D", 400),
+    ("HEAD", "HEAD", POD, 200),
+    ("metricLabelSelector", "GET", f"{POD}?metricLabelSelector=gpu%3D0", 200),
+    ("bad metricLabelSelector", "GET", f"{POD}?metricLabelSelector=%3D%3D%3D", 400),
     ("labelSelector without a Kubernetes API", "GET",
      f"{BASE}/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app%3Dx", 400),
     ("no such metric", "GET", f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/no_such_metric", 404),
     ("no sample for the pod", "GET", f"{BASE}/v1beta2/namespaces/ml/pods/infer-9/DCGM_FI_DEV_GPU_UTIL", 404),
     ("every namespace", "GET", f"{BASE}/v1beta2/namespaces/*/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 400),
-    ("too many segments", "GET", f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL/x", 400),
+    ("too many segments", "GET", f"{POD}/x", 400),
     ("discovery list", "GET", f"{BASE}/v1beta2", 200),
     ("discovery list, trailing slash", "GET", f"{BASE}/v1beta2/", 200),
     ("unknown version", "GET", f"{BASE}/v1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 404),
-    ("POST", "POST", f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 405),
+    ("POST", "POST", POD, 405),
 ]
 
 
@@ -114,8 +113,7 @@ def test_prometheus_down_is_the_same_503() -> None:
     prom = StaticPrometheus()
     prom.down = True
     app = _app(prom)
-    path = f"{BASE}/v1beta2/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL"
-    direct, routed = _send(app, "GET", path), _send(app, "GET", path, ROOT)
+    direct, routed = _send(app, "GET", POD), _send(app, "GET", POD, ROOT)
     assert direct.status_code == routed.status_code == 503
     assert direct.content == routed.content
     assert "connection refused" in orjson.loads(direct.content)["message"]
