@@ -181,6 +181,26 @@ def test_post_is_default_and_a_1500_pod_query_goes_in_the_form_body() -> None:
 
 
 @pytest.mark.usefixtures("both_transports")
+def test_repeated_queries_and_queries_of_one_length_each_send_their_own_form() -> None:
+    """The bytes path builds a query's head once per body length: equal lengths must still carry their own body."""
+    recorder = _Recorder()
+    queries = ['up{pod="a"}', 'up{pod="b"}', 'up{pod="a"}', 'up{pod="abc"}', _big_selector(3), 'up{pod="b"}']
+    assert len(queries[0]) == len(queries[1])
+
+    async def main() -> None:
+        client = _client(recorder)
+        try:
+            for promql in queries:
+                await client.query(promql)
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert [_form(r)["query"] for r in recorder.requests] == [[q] for q in queries]
+    assert all(int(r.headers["content-length"]) == len(r.content) for r in recorder.requests)
+
+
+@pytest.mark.usefixtures("both_transports")
 def test_get_mode_puts_the_query_and_time_in_the_query_string() -> None:
     recorder = _Recorder()
     promql = 'sum(gpu_util{namespace="ml"}) by (pod)'

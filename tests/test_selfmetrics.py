@@ -47,6 +47,21 @@ def test_routes_are_a_small_fixed_set(path: str, route: str) -> None:
     assert route in ROUTES
 
 
+def test_long_paths_are_classified_but_not_remembered() -> None:
+    """Every request's path is classified, unauthenticated ones too: a long path must not be kept."""
+    from adapter.api.paths import REMEMBERED_PATH_LENGTH, _remembered
+    from adapter.observe import _remembered_route
+
+    name = "p" * (REMEMBERED_PATH_LENGTH + 1)
+    kept = _remembered_route.cache_info().currsize, _remembered.cache_info().currsize
+    for i in range(3):
+        assert route_of(f"{C}/v1beta1/namespaces/ml/pods/{name}{i}/m") == "custom_object"
+        assert route_of(f"/{name}{i}") == "other"
+    assert (_remembered_route.cache_info().currsize, _remembered.cache_info().currsize) == kept
+    assert route_of(f"{C}/v1beta1/namespaces/ml/pods/short/m") == "custom_object"
+    assert _remembered_route.cache_info().currsize <= kept[0] + 1
+
+
 def test_rule_label_is_the_position_in_the_rules_file() -> None:
     config = parse_rules("include: [gpu-presets]\nrules:\n- seriesQuery: 'up'\n  metricsQuery: 'up'\n"
                          "externalRules:\n- seriesQuery: 'up'\n  metricsQuery: 'up'\n", "rules.yaml")

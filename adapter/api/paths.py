@@ -26,9 +26,23 @@ def _segments(rest: str) -> list[str]:
     return [s for s in rest.split("/") if s != ""]
 
 
-@lru_cache(maxsize=1024)  # HPAs ask the same few paths over and over; errors are raised again, not kept
+REMEMBERED_PATH_LENGTH = 1024
+"""Paths up to this many characters are remembered (a namespace, a resource, a 253-character name and a metric fit):
+HPAs ask the same few over and over. Longer ones are parsed each time, so that a client sending long paths cannot
+make the remembered ones hold megabytes."""
+
+
 def parse_custom_path(rest: str) -> MetricPath | None:
     """``rest`` is what follows ``/apis/custom.metrics.k8s.io/<version>/``; None means the discovery list."""
+    return _remembered(rest) if len(rest) <= REMEMBERED_PATH_LENGTH else _parse_custom_path(rest)
+
+
+@lru_cache(maxsize=1024)  # errors are raised again, not kept
+def _remembered(rest: str) -> MetricPath | None:
+    return _parse_custom_path(rest)
+
+
+def _parse_custom_path(rest: str) -> MetricPath | None:
     parts = [s.replace("%2A", "*").replace("%2a", "*") for s in _segments(rest)]
     if not parts:
         return None
