@@ -116,6 +116,9 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
         xid_count_window_ms=s.xid_count_window_size,
         clock_events_count_window_ms=s.clock_events_count_window_size,
     )
+    # From the moment a client can connect, SIGTERM (the kubelet's) means a clean shutdown: handled before listening,
+    # or one arriving between listening and the wait below would end the process at once, its log unwritten.
+    stop = _stop_on_signal()
     try:
         server = MetricsServer(s.address, lambda: collector.snapshot, lambda: collector.health(),
                                lambda: setattr(collector, "gzip_wanted", True), serving)
@@ -134,7 +137,8 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     log.info("serving %d fields from the %s backend on %s%s every %d ms%s", len(counters), gpu_backend.name,
              "https://" if serving.web.tls_enabled else "", s.address, s.collect_interval,
              " with pod labels" if s.kubernetes else "")
-    _wait_for_signal()
+    while not stop.wait(3600):
+        pass
     log.info("shutting down")
     server.stop()
     if reloader is not None:
@@ -221,12 +225,12 @@ def open_backend(name: str, fake_gpu_count: int, fake_state: str | None, fake_se
     return nvml
 
 
-def _wait_for_signal() -> None:
+def _stop_on_signal() -> threading.Event:
+    """An event set by SIGTERM or SIGINT."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(3600):
-        pass
+    return stop
 
 
 class _JsonFormatter(logging.Formatter):

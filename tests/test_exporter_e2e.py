@@ -218,3 +218,33 @@ def test_scrapes_during_collection_always_see_a_whole_snapshot(tmp_path: Path) -
         exporter.stop()
     assert set(results) == {(64, 64)}
     assert collections > 5  # collections really ran while we scraped
+
+
+def test_sigterm_as_soon_as_the_port_listens_is_a_clean_shutdown() -> None:
+    """The kubelet may stop a pod at any moment: once the exporter accepts connections, SIGTERM must run its
+    shutdown (exit 0, logged), never the default action that ends it at once with its log unwritten."""
+    import os
+    import signal
+    import socket
+
+    from tests.support.processes import terminate
+    from tests.support.prometheus import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "fake", "-a", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # the first moment a connection is accepted, not the first answered /health
+            assert proc.poll() is None and time.monotonic() < deadline, "the exporter did not start listening"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.002)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        log = terminate(proc)
+    assert proc.returncode == 0, log
+    assert "shutting down" in log
