@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import lru_cache
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapter.api.paths import REMEMBERED_PATH_LENGTH, parse_custom_path, parse_external_path
+from adapter.api.paths import parse_custom_path, parse_external_path
 from adapter.api.serialise import CUSTOM_GROUP, EXTERNAL_GROUP
+from adapter.memo import remember_short
 from adapter.selfmetrics import AdapterMetrics
 from adapter.status import ApiError
 
@@ -24,18 +24,9 @@ access_log = logging.getLogger("adapter.access")
 _HEALTH = frozenset({"/healthz", "/livez", "/readyz"})
 
 
+@remember_short()  # every request comes here, authenticated or not
 def route_of(path: str) -> str:
     """One of ``selfmetrics.ROUTES`` for a request path: a small fixed set, never the path itself."""
-    # Every request comes here, authenticated or not: only paths of a bounded length are remembered.
-    return _remembered_route(path) if len(path) <= REMEMBERED_PATH_LENGTH else _route_of(path)
-
-
-@lru_cache(maxsize=1024)  # HPAs ask the same few paths over and over
-def _remembered_route(path: str) -> str:
-    return _route_of(path)
-
-
-def _route_of(path: str) -> str:
     if path in _HEALTH:
         return "health"
     if path == "/metrics":

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 from adapter.api.paths import MetricPath
 from adapter.api.resource_metrics import NodeUsage, PodUsage, Usage
 from adapter.api.serialise import ExternalValue, ObjectValue, ObjectValues
+from adapter.memo import remember_short
 from adapter.prometheus import PrometheusClient, PrometheusUnavailable, QueryFailed, Sample
 from adapter.querycache import QueryCache
 from adapter.rules import (
@@ -154,7 +155,7 @@ def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
 
 
 # HPAs repeat their selectors every sync: each text is parsed and translated once (a refused one every time).
-@lru_cache(maxsize=1024)
+@remember_short()
 def _selector(text: str, what: str) -> tuple[Requirement, ...]:
     try:
         return parse_selector(text)
@@ -170,7 +171,7 @@ class MetricSelector(NamedTuple):
     echo: dict[str, Any] | None  # the LabelSelector echoed in each item (shared: never changed)
 
 
-@lru_cache(maxsize=1024)
+@remember_short()
 def _metric_selector(text: str, what: str) -> MetricSelector:
     requirements = _selector(text, what)
     try:

@@ -49,10 +49,11 @@ def test_routes_are_a_small_fixed_set(path: str, route: str) -> None:
 
 def test_long_paths_are_classified_but_not_remembered() -> None:
     """Every request's path is classified, unauthenticated ones too: a long path must not be kept."""
-    from adapter.api.paths import REMEMBERED_PATH_LENGTH, _remembered
-    from adapter.observe import _remembered_route
+    from adapter.api.paths import parse_custom_path
+    from adapter.memo import SHORT
 
-    name = "p" * (REMEMBERED_PATH_LENGTH + 1)
+    _remembered_route, _remembered = route_of, parse_custom_path
+    name = "p" * (SHORT + 1)
     kept = _remembered_route.cache_info().currsize, _remembered.cache_info().currsize
     for i in range(3):
         assert route_of(f"{C}/v1beta1/namespaces/ml/pods/{name}{i}/m") == "custom_object"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
+from adapter.memo import remember_short
 from adapter.status import ApiError, bad_request
 
 VERSIONS = ("v1beta1", "v1beta2")
@@ -26,23 +26,9 @@ def _segments(rest: str) -> list[str]:
     return [s for s in rest.split("/") if s != ""]
 
 
-REMEMBERED_PATH_LENGTH = 1024
-"""Paths up to this many characters are remembered (a namespace, a resource, a 253-character name and a metric fit):
-HPAs ask the same few over and over. Longer ones are parsed each time, so that a client sending long paths cannot
-make the remembered ones hold megabytes."""
-
-
+@remember_short()
 def parse_custom_path(rest: str) -> MetricPath | None:
     """``rest`` is what follows ``/apis/custom.metrics.k8s.io/<version>/``; None means the discovery list."""
-    return _remembered(rest) if len(rest) <= REMEMBERED_PATH_LENGTH else _parse_custom_path(rest)
-
-
-@lru_cache(maxsize=1024)  # errors are raised again, not kept
-def _remembered(rest: str) -> MetricPath | None:
-    return _parse_custom_path(rest)
-
-
-def _parse_custom_path(rest: str) -> MetricPath | None:
     parts = [s.replace("%2A", "*").replace("%2a", "*") for s in _segments(rest)]
     if not parts:
         return None
