@@ -17,7 +17,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,9 @@ import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from loadtest.prometheus import free_port  # noqa: E402
+
 GOALS = "goals: p50 < 1 ms, RSS < 50 MB (8 GPUs)"
 IDENTITY = {"Accept-Encoding": "identity"}
 GZIP = {"Accept-Encoding": "gzip"}
@@ -61,12 +63,6 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), Handler).serve_forever()
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def pct(values: list[float], p: float) -> float:
     """Nearest-rank percentile of ``values`` (need not be sorted)."""
     ordered = sorted(values)
