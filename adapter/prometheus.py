@@ -133,7 +133,7 @@ def env_proxy(url: httpx.URL) -> str | None:
 class PrometheusClient:
     def __init__(self, config: PrometheusConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
-        self._token = _TokenFile(config.bearer_token_file) if config.bearer_token_file else None
+        token = _TokenFile(config.bearer_token_file) if config.bearer_token_file else None
         url = httpx.URL(config.url)
         self._base = str(url.copy_with(query=None, fragment=None)).rstrip("/")
         self._base_params = list(url.params.multi_items())  # e.g. VictoriaMetrics' extra_label=..., on every call
@@ -157,7 +157,9 @@ class PrometheusClient:
                 raise ValueError(f"Prometheus header {name!r}: expected a token name and a printable ASCII value")
         # An Authorization header given with --prometheus-header wins over the token file, as upstream's bearer
         # round tripper leaves a request that already has one alone.
-        self._header_authorizes = any(name.lower() == "authorization" for name, _ in self._headers)
+        header_authorizes = any(name.lower() == "authorization" for name, _ in self._headers)
+        # The token file whose token goes with each request (re-read when it rotates); None when there is none to send.
+        self._token = None if header_authorizes else token
         # No per-operation timeouts for httpcore (each one arms a cancel scope per read and write): every call runs
         # under one asyncio.timeout of --prometheus-timeout, which covers connecting, waiting and reading.
         self._urls: dict[str, httpx.URL] = {}  # per API path, with the URL's own parameters: parsed once
@@ -269,7 +271,7 @@ class PrometheusClient:
 
     def _header_pairs(self, extra: Mapping[str, str] | None) -> list[tuple[str, str]]:
         headers = [*self._headers, *(extra or {}).items()]
-        if self._token and not self._header_authorizes:
+        if self._token is not None:
             headers.append(("Authorization", f"Bearer {self._token.token()}"))
         return headers
 
@@ -289,7 +291,7 @@ class PrometheusClient:
         """The same request as ``_request``, as the bytes ``Http1Transport.exchange`` sends."""
         if form is None or method != "POST" or self._token is not None:
             return self._build_wire(method, path, params, extra_headers, form)
-        # A query's POST without a token file: its head depends on the body's length only, so it is built once per
+        # A query's POST without a token to send: its head depends on the body's length only, so it is built once per
         # length; the body is the form the client keeps anyway (a 1,500-pod query's is ~30 KB: not kept twice).
         key = (path, len(form), tuple(extra_headers.items()) if extra_headers else ())
         head = self._heads.get(key)

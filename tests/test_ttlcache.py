@@ -1,6 +1,7 @@
 """CoalescingCache's edges: what its callers see when they leave, when the fetch fails or is cancelled, and that
-nothing is left behind for asyncio to complain about. (Sharing and reuse are tested through QueryCache in
-test_querycache.py and through the token and access caches in test_auth_units.py.)"""
+nothing is left behind for asyncio to complain about; and what ``lookup`` says about where a value came from.
+(Sharing and reuse are also tested through QueryCache in test_querycache.py and through the token and access
+caches in test_auth_units.py.)"""
 
 from __future__ import annotations
 
