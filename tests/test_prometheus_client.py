@@ -1038,11 +1038,12 @@ def _one_shot(after: str) -> Server:
     return Server(scripts[after])
 
 
-def _against(server: Server, queries: int, timeout_s: float = 2.0) -> list[Any]:
+def _against(server: Server, queries: int, timeout_s: float = 2.0, host: str = "127.0.0.1") -> list[Any]:
     async def main() -> list[Any]:
-        listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        listening = await asyncio.start_server(server.handle, host, 0)
         port = listening.sockets[0].getsockname()[1]
-        client = PrometheusClient(PrometheusConfig(url=f"http://127.0.0.1:{port}", timeout_s=timeout_s))
+        netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        client = PrometheusClient(PrometheusConfig(url=f"http://{netloc}", timeout_s=timeout_s))
         results: list[Any] = []
         try:
             for _ in range(queries):
@@ -1070,6 +1071,24 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed() -> N
     server = _one_shot("close")
     results = _against(server, 3)
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 3 and server.connections == 3
+
+
+def test_a_prometheus_at_an_ipv6_address_is_reached_and_named_in_brackets() -> None:
+    """IPv6-only clusters give Prometheus a Service address like fd00::1: the URL brackets it, and so must Host."""
+    server = _one_shot("keep")
+    results = _against(server, 2, host="::1")
+    assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 2 and server.connections == 1
+    port = re.search(rb"\r\nHost: \[::1\]:(\d+)\r\n", server.requests[0].head)
+    assert port is not None, server.requests[0].head
+
+
+@pytest.mark.usefixtures("both_transports")
+def test_an_international_host_name_is_sent_as_idna() -> None:
+    """DNS, SNI and the Host header all take the ASCII (punycode) form of a non-ASCII host name."""
+    recorder = _Recorder()
+    assert _query(recorder, url="http://prometheus.bücher.example:9090") == [Sample({"pod": "p"}, 1700000000.0, 1.0)]
+    assert recorder.requests[0].headers["host"] == "prometheus.xn--bcher-kva.example:9090"
+    assert recorder.requests[0].url.raw_host == b"prometheus.xn--bcher-kva.example"
 
 
 def test_an_answer_cut_short_is_unavailable_not_a_crash() -> None:
