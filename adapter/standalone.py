@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import operator
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import yaml
 
+from adapter.object_store import Meta, MetadataStore
 from adapter.rules import GroupResource, ResourceError, normalise_resource
-from adapter.selectors import Requirement, matches
+from adapter.selectors import Requirement
 from adapter.status import bad_request, unavailable
 
 log = logging.getLogger("adapter.standalone")
@@ -31,15 +29,9 @@ class ObjectsFileError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class _Object:
-    namespace: str | None
-    name: str
-    labels: Mapping[str, str]
-
-
-def parse_objects(text: str, source: str) -> dict[GroupResource, tuple[_Object, ...]]:
-    """Pure: the file's text → objects per group-resource; errors name the file and the entry."""
+def parse_objects(text: str, source: str) -> dict[GroupResource, list[Meta]]:
+    """Pure: the file's text → (namespace, name, labels) per group-resource, ``""`` for no namespace (as the
+    Kubernetes store keeps cluster-scoped objects); errors name the file and the entry."""
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:
@@ -48,7 +40,7 @@ def parse_objects(text: str, source: str) -> dict[GroupResource, tuple[_Object, 
         return {}
     if not isinstance(data, dict):
         raise ObjectsFileError(f"{source}: expected a mapping of resource -> list of objects")
-    out: dict[GroupResource, tuple[_Object, ...]] = {}
+    out: dict[GroupResource, list[Meta]] = {}
     for resource, items in data.items():
         try:
             gr = normalise_resource(str(resource))
@@ -56,7 +48,7 @@ def parse_objects(text: str, source: str) -> dict[GroupResource, tuple[_Object, 
             raise ObjectsFileError(f"{source}: {resource}: {exc}") from None
         if not isinstance(items, list):
             raise ObjectsFileError(f"{source}: {resource}: expected a list of objects")
-        objects = []
+        objects: list[Meta] = []
         for i, item in enumerate(items):
             where = f"{source}: {resource}[{i}]"
             if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
@@ -68,8 +60,8 @@ def parse_objects(text: str, source: str) -> dict[GroupResource, tuple[_Object, 
             namespace = item.get("namespace")
             if namespace is not None and not isinstance(namespace, str):
                 raise ObjectsFileError(f"{where}: 'namespace' must be a string")
-            objects.append(_Object(namespace or None, item["name"], dict(labels)))
-        out[gr] = tuple(objects)
+            objects.append((namespace or "", item["name"], dict(labels)))
+        out[gr] = objects
     return out
 
 
@@ -79,8 +71,7 @@ class StandaloneObjects:
     def __init__(self, path: str) -> None:
         self.path = path
         self._stamp: tuple[int, int, int] | None = None
-        self._objects: dict[GroupResource, tuple[_Object, ...]] | None = None
-        self._index: dict[tuple[GroupResource, str | None, str, str], _Bucket] = {}
+        self._stores: dict[GroupResource, MetadataStore] | None = None  # what the last good file lists
         self._error: str | None = None
         self.load()
 
@@ -100,8 +91,11 @@ class StandaloneObjects:
             self._stamp = stamp
             self._fail(str(exc))
             return
-        self._stamp, self._objects, self._error = stamp, objects, None
-        self._index = _label_index(objects)
+        stores = {}
+        for group_resource, metas in objects.items():
+            stores[group_resource] = store = MetadataStore()
+            store.replace_meta(metas)
+        self._stamp, self._stores, self._error = stamp, stores, None
 
     def _fail(self, message: str) -> None:
         if message != self._error:
@@ -112,53 +106,20 @@ class StandaloneObjects:
                      names: list[str]) -> dict[str, Mapping[str, str]]:
         """The labels of the named objects the file lists."""
         self.load()
-        wanted = set(names)
-        return {o.name: o.labels for o in (self._objects or {}).get(group_resource, ())
-                if o.namespace == namespace and o.name in wanted}
+        store = (self._stores or {}).get(group_resource)
+        if store is None:
+            return {}
+        return {name: found for name in names if (found := store.labels(namespace, name)) is not None}
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
                     selector: tuple[Requirement, ...]) -> list[str] | None:
         self.load()
-        if self._objects is None:
+        if self._stores is None:
             raise unavailable(f"no usable standalone objects file: {self._error}")
-        listed = self._objects.get(group_resource)
-        if listed is None:
+        store = self._stores.get(group_resource)
+        if store is None:
             if selector:
                 raise bad_request(f"labelSelector on {group_resource} needs those objects listed in {self.path} "
                                   "(no Kubernetes API in standalone mode)")
             return None
-        # An equality requirement (a Deployment's matchLabels) narrows the scan to the objects of the namespace
-        # carrying that label value; only the other requirements are then left to check.
-        position = next((i for i, r in enumerate(selector) if r.operator in ("=", "==")), None)
-        if position is None:
-            return sorted(o.name for o in listed if o.namespace == namespace and matches(selector, o.labels))
-        req = selector[position]
-        rest = selector[:position] + selector[position + 1:]
-        bucket = self._index.get((group_resource, namespace, req.key, req.values[0]))
-        if bucket is None:
-            return []
-        if not rest:
-            return list(bucket.names)
-        return [o.name for o in bucket.objects if matches(rest, o.labels)]
-
-
-class _Bucket(NamedTuple):
-    """The objects with one label value, sorted by name, and their names (the answer to that one requirement)."""
-
-    objects: tuple[_Object, ...]
-    names: tuple[str, ...]
-
-
-def _label_index(objects: Mapping[GroupResource, tuple[_Object, ...]],
-                 ) -> dict[tuple[GroupResource, str | None, str, str], _Bucket]:
-    """(group-resource, namespace, label, value) -> the objects with that label value."""
-    index: dict[tuple[GroupResource, str | None, str, str], list[_Object]] = {}
-    for gr, listed in objects.items():
-        for obj in listed:
-            for label, value in obj.labels.items():
-                index.setdefault((gr, obj.namespace, label, value), []).append(obj)
-    buckets = {}
-    for key, found in index.items():
-        found.sort(key=operator.attrgetter("name"))
-        buckets[key] = _Bucket(tuple(found), tuple(o.name for o in found))
-    return buckets
+        return store.names(namespace, selector)  # the store's label index, as for the Kubernetes API's cache

@@ -78,3 +78,29 @@ def test_missing_file_is_503_with_the_reason(tmp_path: Path) -> None:
 def test_parse_errors_name_the_entry(text: str, message: str) -> None:
     with pytest.raises(ObjectsFileError, match=re.escape(message)):
         parse_objects(text, "objects.json")
+
+
+def test_namespaces_cluster_scoped_objects_labels_and_repeated_names(tmp_path: Path) -> None:
+    path = tmp_path / "objects.yaml"
+    path.write_text(
+        "pods:\n"
+        "- {namespace: demo, name: infer-1, labels: {app: infer, track: canary}}\n"
+        "- {namespace: demo, name: infer-0, labels: {app: infer}}\n"
+        "- {namespace: demo, name: infer-0, labels: {app: infer, track: stable}}\n"  # listed twice: the last wins
+        "- {name: stray, labels: {app: infer}}\n"
+        "nodes:\n"
+        "- {name: gpu-node-b, labels: {pool: gpu}}\n"
+        "- {name: gpu-node-a, labels: {pool: gpu}}\n"
+        "- {name: cpu-node, labels: {pool: cpu}}\n")
+    objects = StandaloneObjects(str(path))
+    nodes = normalise_resource("nodes")
+    assert _names(objects, "app=infer") == ["infer-0", "infer-1"]
+    assert _names(objects, "app=infer,track!=canary") == ["infer-0"]
+    assert _names(objects, "track") == ["infer-0", "infer-1"]
+    assert _names(objects, "app=infer", namespace=None) == ["stray"], "no namespace: only objects listed without one"
+    assert _names(objects, "pool=gpu", namespace=None, gr=nodes) == ["gpu-node-a", "gpu-node-b"]
+    assert _names(objects, "", namespace=None, gr=nodes) == ["cpu-node", "gpu-node-a", "gpu-node-b"]
+    assert _names(objects, "pool=gpu", gr=nodes) == [], "nodes have no namespace"
+    labels = asyncio.run(objects.labels(PODS, "demo", ["infer-0", "missing", "stray"]))
+    assert labels == {"infer-0": {"app": "infer", "track": "stable"}}
+    assert asyncio.run(objects.labels(nodes, None, ["cpu-node"])) == {"cpu-node": {"pool": "cpu"}}

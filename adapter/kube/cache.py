@@ -34,7 +34,7 @@ from adapter.kube.api import (
     json_lines,
     read_json,
 )
-from adapter.kube.store import Meta, MetadataStore, object_meta, resource_version
+from adapter.object_store import Meta, MetadataStore, object_meta, resource_version
 from adapter.rules.resources import GroupResource
 from adapter.selectors import Requirement
 

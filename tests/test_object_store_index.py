@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.kube.store import MetadataStore
+from adapter.object_store import MetadataStore
 from adapter.selectors import Requirement, matches, parse_selector
 
 Model = dict[str, dict[str, dict[str, str]]]  # namespace ("" for cluster-scoped) -> name -> labels
