@@ -103,9 +103,9 @@ grep -E "^gpu_exporter_(field_supported|gpu_up|process_attribution_up)" "$out/me
 step "pod attribution: -k labels by UUID and nvidia0, a shared GPU's real process (scripts/gpu-pod-check.py)"
 timeout 120 "$py" scripts/gpu-pod-check.py 2>&1 | tee "$out/pod-check.txt" | grep -E "^(PASS|FAIL|SKIP|GPU)"
 
-step "scrape benchmark: nvml backend (default counters, then every field), fake backend with 1 and 8 GPUs"
+step "scrape benchmark: nvml backend (default counters; every field with 2,000 scrapes), fake backend with 1 and 8 GPUs"
 timeout 120 "$py" bench/exporter_scrape.py --backend nvml --quick --json "$out/bench-nvml.json" 2>&1 | tail -40
-timeout 120 "$py" bench/exporter_scrape.py --backend nvml --collectors "$out/all-fields.csv" --quick \
+timeout 120 "$py" bench/exporter_scrape.py --backend nvml --collectors "$out/all-fields.csv" --idle-s 5 \
     --json "$out/bench-nvml-all.json" 2>&1 | tail -12
 timeout 120 "$py" bench/exporter_scrape.py --backend fake --gpus 1,8 --quick --json "$out/bench-fake.json" 2>&1 \
     | tail -12

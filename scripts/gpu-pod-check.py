@@ -128,7 +128,13 @@ def shared_gpu(tmp: Path, uuid: str) -> None:
 
 
 def main() -> int:
-    uuid = gpu0_uuid()
+    import pynvml
+
+    try:
+        uuid = gpu0_uuid()
+    except pynvml.NVMLError as exc:
+        check(False, "GPU 0 through NVML (this check needs an NVIDIA GPU and its driver)", exc)
+        return 1
     print("GPU 0:", uuid, flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu-pod-check-") as name:
         tmp = Path(name)
