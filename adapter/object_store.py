@@ -148,6 +148,12 @@ class MetadataStore:
         with self._lock:
             return self._by_namespace.get(namespace or _CLUSTER, {}).get(name)
 
+    def labels_of(self, namespace: str | None, names: Iterable[str]) -> dict[str, Labels]:
+        """The labels of those of ``names`` the store holds, by name (one lock for a whole answer's objects)."""
+        with self._lock:
+            objects = self._by_namespace.get(namespace or _CLUSTER, {})
+            return {name: found for name in names if (found := objects.get(name)) is not None}
+
     def namespaces(self) -> list[str]:
         """The namespaces that hold objects, sorted (``""`` for cluster-scoped ones)."""
         with self._lock:

@@ -535,7 +535,8 @@ class ResourceMetrics:
         return [replace(p, labels=labels[(p.namespace, p.name)]) if (p.namespace, p.name) in labels else p
                 for p in pods]
 
-    async def _labels(self, gr: GroupResource, namespace: str | None, names: list[str]) -> dict[str, Mapping[str, str]]:
+    async def _labels(self, gr: GroupResource, namespace: str | None,
+                      names: list[str]) -> Mapping[str, Mapping[str, str]]:
         """The objects' labels where the resolver knows them (the Kubernetes API's cache, a standalone file)."""
         lookup = getattr(self._provider._resolver, "labels", None)
         return await lookup(gr, namespace, names) if lookup is not None and names else {}

@@ -103,13 +103,11 @@ class StandaloneObjects:
         self._error = message
 
     async def labels(self, group_resource: GroupResource, namespace: str | None,
-                     names: list[str]) -> dict[str, Mapping[str, str]]:
+                     names: list[str]) -> Mapping[str, Mapping[str, str]]:
         """The labels of the named objects the file lists."""
         self.load()
         store = (self._stores or {}).get(group_resource)
-        if store is None:
-            return {}
-        return {name: found for name in names if (found := store.labels(namespace, name)) is not None}
+        return store.labels_of(namespace, names) if store is not None else {}
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
                     selector: tuple[Requirement, ...]) -> list[str] | None:

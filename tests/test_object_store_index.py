@@ -1,5 +1,5 @@
 """MetadataStore's equality index: ``names()`` must give what a brute-force scan of a plain dict model gives, after
-any sequence of LISTs and watch events, for any selector."""
+any sequence of LISTs and watch events, for any selector; and ``labels_of()`` the model's labels."""
 
 from __future__ import annotations
 
@@ -103,6 +103,9 @@ def test_names_equal_a_brute_force_scan_after_any_operations(
             for namespace in (*NAMESPACES, "", "elsewhere"):
                 assert store.names(namespace, selector) == model_names(model, namespace, selector), (namespace,
                                                                                                      selector)
+        for namespace in (*NAMESPACES, "elsewhere"):  # an answer's labels, with a name the store never held
+            held = model.get(namespace or "", {})
+            assert store.labels_of(namespace, [*NAMES, "absent"]) == held, namespace
     # Internals, for what names() alone cannot see: no stale entries, no empty buckets left behind.
     assert store._index == expected_index(model)
 

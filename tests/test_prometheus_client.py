@@ -1078,8 +1078,8 @@ def test_a_prometheus_at_an_ipv6_address_is_reached_and_named_in_brackets() -> N
     server = _one_shot("keep")
     results = _against(server, 2, host="::1")
     assert results == [[Sample({"pod": "p"}, 1700000000.0, 1.0)]] * 2 and server.connections == 1
-    port = re.search(rb"\r\nHost: \[::1\]:(\d+)\r\n", server.requests[0].head)
-    assert port is not None, server.requests[0].head
+    host_line = re.search(rb"\r\nHost: \[::1\]:\d+\r\n", server.requests[0].head)
+    assert host_line is not None, server.requests[0].head
 
 
 @pytest.mark.usefixtures("both_transports")

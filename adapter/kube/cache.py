@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import urllib3
@@ -34,7 +34,7 @@ from adapter.kube.api import (
     json_lines,
     read_json,
 )
-from adapter.object_store import Meta, MetadataStore, object_meta, resource_version
+from adapter.object_store import Labels, Meta, MetadataStore, object_meta, resource_version
 from adapter.rules.resources import GroupResource
 from adapter.selectors import Requirement
 
@@ -94,8 +94,8 @@ class MetadataCache:
         """Sorted names in ``namespace`` (``None`` for cluster-scoped resources); an empty selector selects all."""
         return self._store.names(namespace, selector)
 
-    def labels(self, namespace: str | None, name: str) -> Mapping[str, str] | None:
-        return self._store.labels(namespace, name)
+    def labels_of(self, namespace: str | None, names: list[str]) -> dict[str, Labels]:
+        return self._store.labels_of(namespace, names)
 
     def namespaced_names(self, selector: tuple[Requirement, ...] = ()) -> list[tuple[str, str]]:
         """(namespace, name) of the selected namespaced objects in every namespace, sorted."""

@@ -62,11 +62,10 @@ class KubeResolver:
         return self.cache(group_resource).namespaced_names(selector)
 
     async def labels(self, group_resource: GroupResource, namespace: str | None,
-                     names: list[str]) -> dict[str, Mapping[str, str]]:
+                     names: list[str]) -> Mapping[str, Mapping[str, str]]:
         """The labels of the named objects the cache holds (metrics.k8s.io items carry them, as metrics-server's)."""
         await self.names(group_resource, namespace, ())  # waits for the sync, with its errors
-        cache = self.cache(group_resource)
-        return {name: found for name in names if (found := cache.labels(namespace, name)) is not None}
+        return self.cache(group_resource).labels_of(namespace, names)
 
     async def _wait(self, group_resource: GroupResource, cache: MetadataCache) -> bool:
         future = self._waits.get(group_resource)
