@@ -17,13 +17,14 @@ from typing import Any
 import typer
 
 import clikit
+from clikit.durations import DurationError
+from clikit.durations import parse_go_duration as parse_duration
 from exporter.backends.base import Backend, BackendUnavailable
 from exporter.collector import Collector, CollectorOptions, PodAttribution
 from exporter.counters import Counter, CountersError, parse_counters
 from exporter.counters_source import CountersReloader, CountersSource
 from exporter.dcgm_config_file import ConfigFile, ConfigFileError, load_config_file
 from exporter.dcgm_flags import FlagError, Parsed, parse, usage
-from exporter.goduration import DurationError, parse_duration
 from exporter.kube_client import KubeClientError
 from exporter.kube_features import KubeAccess, counters_source, pod_metadata
 from exporter.pod_directory import KubeletLogDirectory, PodDirectory

@@ -22,7 +22,7 @@ from adapter.auth.requestheader import (
     RequestHeaderConfig,
 )
 from adapter.auth.source import ClientCASource
-from adapter.serving import add_client_cas
+from adapter.server.serving import add_client_cas
 
 log = logging.getLogger("adapter.auth")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from adapter.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
+from adapter.rules.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
 
 __all__ = [
     "OPERATORS",
@@ -261,7 +261,7 @@ def format_selector(requirements: Iterable[Requirement]) -> str:
 
 
 def to_promql_matchers(requirements: Iterable[Requirement]) -> list[str]:
-    """PromQL label matchers equivalent to ``requirements``; values are always quoted/escaped by ``adapter.promql``.
+    """PromQL label matchers equivalent to ``requirements``; values are quoted and escaped (``promql``).
 
     Prometheus cannot tell a missing label from an empty one, so ``exists`` becomes ``!=""`` and ``!k`` ``=""``.
     """

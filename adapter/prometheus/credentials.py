@@ -13,9 +13,12 @@ import base64
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from adapter.kube.config import SERVICE_ACCOUNT_DIR, KubeConfigError, kubeconfig_configuration
-from adapter.kube.official import Configuration
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 
 @dataclass(frozen=True)

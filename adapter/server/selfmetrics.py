@@ -14,14 +14,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from adapter.prometheus import PrometheusError, PrometheusUnavailable
-from adapter.rules import DiscoveryRule
-from adapter.rules.loader import INCLUDES
+from adapter.prometheus.client import PrometheusError, PrometheusUnavailable
 
 if TYPE_CHECKING:
-    from adapter.discovery import Discovery
-    from adapter.querycache import QueryCache
-    from adapter.rules_source import RulesSource
+    from adapter.prometheus.discovery import Discovery
+    from adapter.prometheus.querycache import QueryCache
+    from adapter.rules.source import RulesSource
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
@@ -43,12 +41,6 @@ KubeStatsSource = Callable[[], Mapping[str, KubeCacheStats]]
 
 class SeveralSeriesStats(Protocol):
     totals: Mapping[tuple[str, str], int]
-
-
-def rule_label(rule: DiscoveryRule) -> str:
-    """The ``rule`` label: the rule's position in the rules file (``rules[3]``, ``externalRules[0]``);
-    rules from a built-in set say where they come from (``gpu-presets:rules[3]``)."""
-    return f"{rule.source}:{rule.where}" if rule.source in INCLUDES else rule.where
 
 
 class AdapterMetrics:

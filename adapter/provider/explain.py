@@ -1,9 +1,9 @@
 """Explain a metric request: the rules used, the rendered PromQL, Prometheus' raw answer, the objects, the items.
 
 The answer to "why does my HPA see no metric?" without ``--v=6`` and pasting URL-decoded queries into
-Prometheus. It runs the provider's own planning and querying (``Provider.explain_custom``/``explain_external``),
-so it shows exactly what the API does. Errors are the API's own Status errors, raised as ``ApiError``.
-Used by ``gpu-adapter explain`` and ``GET /debug/explain/<API path>``.
+Prometheus. It runs the providers' own planning and querying (``CustomMetrics.explain``,
+``ExternalMetrics.explain``), so it shows exactly what the API does. Errors are the API's own Status errors,
+raised as ``ApiError``. Used by ``gpu-adapter explain`` and ``GET /debug/explain/<API path>``.
 """
 
 from __future__ import annotations
@@ -25,14 +25,17 @@ from adapter.api.serialise import (
     metric_value_list,
     rfc3339,
 )
-from adapter.discovery import Discovery
-from adapter.explain_resource import explain_resource, render_resource_text
-from adapter.prometheus import PrometheusClient, PrometheusConfig, Sample
-from adapter.provider import Explanation, ObjectResolver, Provider
+from adapter.api.status import ApiError, bad_request, not_found
+from adapter.prometheus.client import PrometheusClient, PrometheusConfig, Sample
+from adapter.prometheus.discovery import Discovery
+from adapter.provider.custom import CustomMetrics
+from adapter.provider.engine import Engine, Explanation
+from adapter.provider.explain_resource import explain_resource, render_resource_text
+from adapter.provider.external import ExternalMetrics
+from adapter.provider.resolvers import ObjectResolver
 from adapter.rules import Binding, RulesConfig, result_object_name
+from adapter.rules.loader import rule_label
 from adapter.rules.resource_rules import ResourceRules
-from adapter.selfmetrics import rule_label
-from adapter.status import ApiError, bad_request, not_found
 
 if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
     from rich.console import Console
@@ -76,13 +79,13 @@ def query_selectors(path: str) -> tuple[str, str]:
     return query.get("labelSelector", [""])[0], query.get("metricLabelSelector", [""])[0]
 
 
-async def explain(provider: Provider, path: str, label_selector: str = "",
+async def explain(engine: Engine, path: str, label_selector: str = "",
                   metric_label_selector: str = "",
                   resource_rules: Callable[[], ResourceRules | None] = lambda: None) -> dict[str, Any]:
     """The explanation as JSON-ready data (``metrics.k8s.io`` paths are answered from ``resource_rules``)."""
     parts = [p for p in path.split("?", 1)[0].split("/") if p]
     if len(parts) >= 3 and parts[:2] == ["apis", RESOURCE_GROUP]:
-        return await explain_resource(provider, resource_rules, parts[2], "/".join(parts[3:]), label_selector)
+        return await explain_resource(engine, resource_rules, parts[2], "/".join(parts[3:]), label_selector)
     target = parse_api_path(path)
     request: dict[str, Any] = {"path": path.split("?", 1)[0], "group": target.group, "version": target.version,
                                "labelSelector": label_selector}
@@ -90,7 +93,7 @@ async def explain(provider: Provider, path: str, label_selector: str = "",
         mp = target.metric_path
         request |= {"namespace": mp.namespace, "resource": mp.resource, "name": mp.name, "metric": mp.metric,
                     "metricLabelSelector": metric_label_selector}
-        found = await provider.explain_custom(mp, label_selector, metric_label_selector)
+        found = await CustomMetrics(engine).explain(mp, label_selector, metric_label_selector)
         objects: dict[str, Any] | None = {
             "labelSelector": label_selector,
             "names": list(found.plan.names) if found.plan.names is not None else None,
@@ -98,7 +101,7 @@ async def explain(provider: Provider, path: str, label_selector: str = "",
         items = metric_value_list(target.version, _objects(found.items))["items"] if found.items else []
     else:
         request |= {"namespace": target.namespace, "metric": target.metric}
-        found = await provider.explain_external(target.namespace, target.metric, label_selector)
+        found = await ExternalMetrics(engine).explain(target.namespace, target.metric, label_selector)
         objects = None
         items = external_metric_value_list(_externals(found.items))["items"] if found.items else []
     return {"request": request, "objects": objects, "rules": _rules(found), "items": items,
@@ -117,9 +120,9 @@ async def explain_live(prometheus: PrometheusConfig, rules: RulesConfig, path: s
         if not await discovery.relist():
             raise ApiError(503, f"cannot list series from {prometheus.url}: {discovery.last_error}")
         # The sample-age limit `serve` applies by default (--max-sample-age): 3 scrape intervals.
-        provider = Provider(client, lambda: discovery.catalogue, resolver,
-                            max_sample_age=lambda: discovery.default_max_sample_age_s)
-        return await explain(provider, path, label_selector, metric_label_selector, lambda: rules.resource_rules)
+        engine = Engine(client, lambda: discovery.catalogue, resolver,
+                        max_sample_age=lambda: discovery.default_max_sample_age_s)
+        return await explain(engine, path, label_selector, metric_label_selector, lambda: rules.resource_rules)
     finally:
         await client.aclose()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from adapter.goflag import FlagValueError, parse_bool, parse_duration, parse_float, parse_int
+from adapter.cli.goflag import FlagValueError, parse_bool, parse_duration, parse_float, parse_int
 
 Kind = Literal["string", "bool", "int", "float", "duration", "ip", "stringSlice", "stringArray"]
 

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 import yaml
 
-from adapter.object_store import Meta, MetadataStore
+from adapter.api.status import bad_request, unavailable
+from adapter.kube.object_store import Meta, MetadataStore
 from adapter.rules import GroupResource, ResourceError, normalise_resource
-from adapter.selectors import Requirement
-from adapter.status import bad_request, unavailable
+from adapter.rules.selectors import Requirement
 
 log = logging.getLogger("adapter.standalone")
 
@@ -111,13 +111,22 @@ class StandaloneObjects:
 
     async def names(self, group_resource: GroupResource, namespace: str | None,
                     selector: tuple[Requirement, ...]) -> list[str] | None:
+        store = self._store(group_resource, selector)
+        return store.names(namespace, selector) if store is not None else None
+
+    async def namespaced_names(self, group_resource: GroupResource,
+                               selector: tuple[Requirement, ...]) -> list[tuple[str, str]] | None:
+        store = self._store(group_resource, selector)
+        return store.namespaced_names(selector) if store is not None else None
+
+    def _store(self, group_resource: GroupResource, selector: tuple[Requirement, ...]) -> MetadataStore | None:
+        """The listed objects of ``group_resource`` (the same label index as the Kubernetes API's cache); None when
+        the file lists none of them and there is no selector (every object with series)."""
         self.load()
         if self._stores is None:
             raise unavailable(f"no usable standalone objects file: {self._error}")
         store = self._stores.get(group_resource)
-        if store is None:
-            if selector:
-                raise bad_request(f"labelSelector on {group_resource} needs those objects listed in {self.path} "
-                                  "(no Kubernetes API in standalone mode)")
-            return None
-        return store.names(namespace, selector)  # the store's label index, as for the Kubernetes API's cache
+        if store is None and selector:
+            raise bad_request(f"labelSelector on {group_resource} needs those objects listed in {self.path} "
+                              "(no Kubernetes API in standalone mode)")
+        return store

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from adapter.selectors import Requirement, matches
+from adapter.rules.selectors import Requirement, matches
 
 Labels = dict[str, str]
 Meta = tuple[str, str, Labels]  # namespace ("" when cluster-scoped), name, labels
@@ -181,3 +181,7 @@ class MetadataStore:
                 selected = [name for name, labels in objects.items() if matches(selector, labels)]
         selected.sort()
         return selected
+
+    def namespaced_names(self, selector: tuple[Requirement, ...] = ()) -> list[tuple[str, str]]:
+        """(namespace, name) of the selected namespaced objects in every namespace, sorted."""
+        return [(ns, name) for ns in self.namespaces() if ns for name in self.names(ns, selector)]

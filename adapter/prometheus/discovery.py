@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from adapter.background import BackgroundTask
-from adapter.prometheus import PrometheusClient, PrometheusError
+from adapter.prometheus.client import PrometheusClient, PrometheusError
 from adapter.rules import Catalogue, RulesConfig
 from adapter.rules.catalogue import build_catalogue_from_shapes
 

@@ -1,9 +1,5 @@
-"""Metric-value requests answered before routing (adapter/metric_values.py) answer exactly as the routed way does.
-
-Each request is sent twice into the same app: as it comes (``MetricValueRequests`` answers it, or hands it on) and
-under a root path, where the middleware always hands it to the router and the app's route answers. Status,
-headers and body must match. Separately, the middleware must answer value requests without the app behind it.
-"""
+"""The custom-metrics routes of the app: each request's status and shape, the same at the root and under a root path
+(a proxy in front of the adapter that strips a prefix)."""
 
 from __future__ import annotations
 
@@ -14,12 +10,11 @@ import httpx
 import orjson
 import pytest
 
-from adapter.app import AdapterState, create_app
-from adapter.discovery import Discovery
-from adapter.metric_values import MetricValueRequests
-from adapter.prometheus import PrometheusConfig, PrometheusUnavailable, Sample
-from adapter.provider import Provider
+from adapter.prometheus.client import PrometheusConfig, PrometheusUnavailable, Sample
+from adapter.prometheus.discovery import Discovery
+from adapter.provider.engine import Engine
 from adapter.rules import build_catalogue, gpu_presets
+from adapter.server.app import AdapterState, create_app
 
 PRESETS = gpu_presets()
 SERIES = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-0", "service": "dcgm-exporter"},
@@ -57,8 +52,8 @@ class StaticPrometheus:
 def _app(prom: StaticPrometheus) -> Any:
     discovery = Discovery(prom, lambda: PRESETS)  # type: ignore[arg-type]
     discovery.catalogue = CATALOGUE
-    provider = Provider(prom, lambda: discovery.catalogue)  # type: ignore[arg-type]
-    return create_app(AdapterState(prom, discovery, provider, serve_external=lambda: False),  # type: ignore[arg-type]
+    engine = Engine(prom, lambda: discovery.catalogue)  # type: ignore[arg-type]
+    return create_app(AdapterState(prom, discovery, engine, serve_external=lambda: False),  # type: ignore[arg-type]
                       run_discovery=False)
 
 
@@ -95,7 +90,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("method", "path", "status"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_answered_as_the_routed_app_answers(method: str, path: str, status: int) -> None:
+def test_answered_alike_at_the_root_and_under_a_root_path(method: str, path: str, status: int) -> None:
     app = _app(StaticPrometheus())
     direct, routed = _send(app, method, path), _send(app, method, path, ROOT)
     assert direct.status_code == routed.status_code == status, direct.text
@@ -117,34 +112,3 @@ def test_prometheus_down_is_the_same_503() -> None:
     assert direct.status_code == routed.status_code == 503
     assert direct.content == routed.content
     assert "connection refused" in orjson.loads(direct.content)["message"]
-
-
-def test_value_requests_are_answered_without_the_app_behind() -> None:
-    prom = StaticPrometheus()
-    app = _app(prom)
-    provider = app.state.adapter.provider
-    handed_on: list[str] = []
-
-    async def behind(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        handed_on.append(scope["path"])
-        await send({"type": "http.response.start", "status": 299, "headers": []})
-        await send({"type": "http.response.body", "body": b""})
-
-    lane = MetricValueRequests(behind, provider)
-    value = f"{BASE}/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL"
-    response = _send(lane, "GET", value)
-    assert response.status_code == 200 and handed_on == []
-    assert [i["describedObject"]["name"] for i in orjson.loads(response.content)["items"]] == ["infer-0", "infer-1"]
-    assert prom.queries > 0
-    for path in (f"{BASE}/v1beta2", f"{BASE}/v1beta2/", f"{BASE}/v2/namespaces/ml/pods/a/m", "/apis",
-                 "/apis/external.metrics.k8s.io/v1beta1/namespaces/ml/m"):
-        assert _send(lane, "GET", path).status_code == 299
-    assert _send(lane, "DELETE", value).status_code == 299
-    assert _send(lane, "GET", value, ROOT).status_code == 299  # under a root path: the router strips it
-    assert handed_on[-1] == ROOT + value
-
-
-def test_the_app_answers_values_inside_its_auth_and_observe_middleware() -> None:
-    """Innermost of the app's own middleware: requests reach it only authenticated, authorised and timed."""
-    app = _app(StaticPrometheus())
-    assert [m.cls for m in app.user_middleware][-1] is MetricValueRequests

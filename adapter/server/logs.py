@@ -1,7 +1,8 @@
 """Logging for ``gpu-adapter``: ``--logging-format text|json`` and ``--v`` verbosity.
 
 ``--v``: 0 info; 2 adds one access line per API request (logger ``adapter.access``); 4 debug; 6 adds every
-rendered PromQL (logger ``adapter.promql``) and every Prometheus request URL. Key/value context is passed
+rendered PromQL (logger ``adapter.promql``) and every Prometheus request URL (httpx's own ``httpx`` logger, one
+line per request the Prometheus client sends). Key/value context is passed
 with ``extra={...}``: JSON puts it beside the standard keys, text appends it as ``key=value``.
 """
 

@@ -15,9 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter.api.paths import parse_custom_path, parse_external_path
 from adapter.api.serialise import CUSTOM_GROUP, EXTERNAL_GROUP
+from adapter.api.status import ApiError
 from adapter.memo import remember_short
-from adapter.selfmetrics import AdapterMetrics
-from adapter.status import ApiError
+from adapter.server.selfmetrics import AdapterMetrics
 
 access_log = logging.getLogger("adapter.access")
 

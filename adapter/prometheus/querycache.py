@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from adapter.prometheus import PrometheusClient, PrometheusError, Sample
-from adapter.ttlcache import CoalescingCache
+from adapter.prometheus.client import PrometheusClient, PrometheusError, Sample
+from adapter.prometheus.coalescing import CoalescingCache
 
 log = logging.getLogger("adapter.querycache")
 

@@ -1,17 +1,15 @@
 """Flag values as Go's pflag reads them, so prometheus-adapter's command lines keep their meaning here.
 
-Durations follow ``time.ParseDuration`` (``1m30s``, ``1.5h``, ``300ms``, ``0``), booleans ``strconv.ParseBool``
+Durations follow ``time.ParseDuration`` (``clikit.durations``), booleans ``strconv.ParseBool``
 (``1 t T TRUE true True`` / ``0 f F FALSE false False``).
 """
 
 from __future__ import annotations
 
 import csv
-import re
 
-_DURATION = re.compile(r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$")
-_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+from clikit.durations import DurationError, parse_go_duration
+
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
 
@@ -22,14 +20,13 @@ class FlagValueError(ValueError):
 
 def parse_duration(text: str) -> float:
     """A Go duration in seconds; negative durations are refused (no flag here takes one)."""
-    text = text.strip()
-    if text in ("0", "+0", "-0"):
-        return 0.0
-    if not _DURATION.match(text):
-        raise FlagValueError(f"{text!r}: expected a duration like 30s, 1m, 1m30s or 1.5h")
-    if text.startswith("-"):
+    try:
+        seconds = parse_go_duration(text)
+    except DurationError as exc:
+        raise FlagValueError(str(exc)) from None
+    if seconds < 0:
         raise FlagValueError(f"{text!r}: a negative duration")
-    return sum(float(n) * _UNIT[u] for n, u in _PART.findall(text))
+    return seconds
 
 
 def parse_bool(text: str) -> bool:

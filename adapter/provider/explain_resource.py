@@ -19,22 +19,20 @@ from adapter.api.resource_metrics import (
     pod_metrics,
 )
 from adapter.api.serialise import rfc3339
-from adapter.prometheus import Sample
-from adapter.provider import Provider, ResourceMetrics
+from adapter.api.status import ApiError, bad_request, not_found
+from adapter.prometheus.client import Sample
+from adapter.provider.engine import Engine
+from adapter.provider.resource import QUERY_LABELS, ResourceMetrics
 from adapter.rules.resource_rules import NAMESPACE, NODE, POD, ResourceRules
-from adapter.status import ApiError, bad_request, not_found
 
 if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
     from rich.console import Console
 
-QUERIES = ("resourceRules.cpu", "resourceRules.memory")
-
-
 class _Recording(ResourceMetrics):
     """ResourceMetrics that keeps the queries it sent, their answers and the object names it selected."""
 
-    def __init__(self, provider: Provider, rules: Callable[[], ResourceRules | None]) -> None:
-        super().__init__(provider, rules)
+    def __init__(self, engine: Engine, rules: Callable[[], ResourceRules | None]) -> None:
+        super().__init__(engine, rules)
         self.queries: tuple[str, str] | None = None
         self.answers: tuple[list[Sample], list[Sample]] = ([], [])
         self.selected: list[str] | None = None
@@ -56,13 +54,13 @@ def parse_resource_request(rest: str) -> ResourcePath:
     return path
 
 
-async def explain_resource(provider: Provider, rules: Callable[[], ResourceRules | None], version: str, rest: str,
+async def explain_resource(engine: Engine, rules: Callable[[], ResourceRules | None], version: str, rest: str,
                            label_selector: str = "") -> dict[str, Any]:
     """The explanation of ``/apis/metrics.k8s.io/<version>/<rest>`` as JSON-ready data."""
     if version != "v1beta1" or rules() is None:
         raise not_found()
     path = parse_resource_request(rest)
-    recording = _Recording(provider, rules)
+    recording = _Recording(engine, rules)
     request = {"path": f"/apis/metrics.k8s.io/{version}/{rest}", "group": "metrics.k8s.io", "version": version,
                "resource": path.resource, "namespace": path.namespace, "name": path.name,
                "labelSelector": label_selector}
@@ -82,7 +80,7 @@ async def explain_resource(provider: Provider, rules: Callable[[], ResourceRules
     used = {(getattr(u, "namespace", None), u.name) for u in answer}
     containers = {(u.namespace, u.name, c) for u in answer if isinstance(u, PodUsage) for c, _ in u.containers}
     queries = []
-    for where, rule, promql, samples in zip(QUERIES, (current.cpu, current.memory), recording.queries or ("", ""),
+    for where, rule, promql, samples in zip(QUERY_LABELS, (current.cpu, current.memory), recording.queries or ("", ""),
                                             recording.answers, strict=True):
         if not promql:
             continue

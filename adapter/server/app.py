@@ -1,4 +1,9 @@
-"""The FastAPI application: routes for custom.metrics.k8s.io (v1beta1, v1beta2) and external.metrics.k8s.io."""
+"""The FastAPI application: one route per API group (custom, external and resource metrics) and the server's own.
+
+A request's way: the observe middleware (timing, access log) -> authentication and authorisation -> the route,
+which parses the path (``adapter.api``), asks the group's provider (``adapter.provider``) and writes the group's JSON
+(``adapter.api``); an ``ApiError`` anywhere becomes its ``Status``.
+"""
 
 from __future__ import annotations
 
@@ -32,18 +37,21 @@ from adapter.api.serialise import (
     api_group,
     api_resource_list,
     external_metric_value_list,
+    metric_value_list,
 )
+from adapter.api.status import ApiError, not_found
 from adapter.auth.middleware import AuthOutcome
 from adapter.auth.stack import AuthStack
-from adapter.discovery import Discovery
-from adapter.explain import explain
-from adapter.metric_values import MetricValueRequests, metric_value_list
-from adapter.observe import ObserveRequests
-from adapter.prometheus import PrometheusClient
-from adapter.provider import Provider, ResourceMetrics
-from adapter.rules_source import RulesSource
-from adapter.selfmetrics import CONTENT_TYPE, AdapterMetrics
-from adapter.status import ApiError, not_found
+from adapter.prometheus.client import PrometheusClient
+from adapter.prometheus.discovery import Discovery
+from adapter.provider.custom import CustomMetrics
+from adapter.provider.engine import Engine
+from adapter.provider.explain import explain
+from adapter.provider.external import ExternalMetrics
+from adapter.provider.resource import ResourceMetrics
+from adapter.rules.source import RulesSource
+from adapter.server.observe import ObserveRequests
+from adapter.server.selfmetrics import CONTENT_TYPE, AdapterMetrics
 
 log = logging.getLogger("adapter.app")
 
@@ -60,13 +68,18 @@ class Background(Protocol):
 class AdapterState:
     client: PrometheusClient
     discovery: Discovery
-    provider: Provider
+    engine: Engine
     serve_external: Callable[[], bool]
     metrics: AdapterMetrics = field(default_factory=AdapterMetrics)
     rules: RulesSource | None = None  # watched for changes while serving
     auth: AuthStack | None = None  # None: --disable-auth
     on_shutdown: list[Callable[[], None]] = field(default_factory=list)
     background: list[Background] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.custom = CustomMetrics(self.engine)
+        self.external = ExternalMetrics(self.engine)
+        self.resource = ResourceMetrics(self.engine, lambda: self.rules().resource_rules if self.rules else None)
 
 
 class _JSON(JSONResponse):
@@ -112,9 +125,9 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
                   telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False})
     app.state.adapter = state
 
-    # The two hot routes are plain Starlette routes: FastAPI's dependency solving for their path parameters was a
-    # quarter of a cache hit's time in the app (bench/adapter_load.py). HEAD is answered as GET without a body.
-    # Registered first: Starlette tries routes in order, and these serve nearly every request.
+    # Plain Starlette routes: the paths are Kubernetes' (``<rest:path>`` parsed by adapter.api), and every answer is
+    # a Kubernetes document or Status, so FastAPI's parameter and response models have nothing to add. HEAD is
+    # answered as GET without a body.
     async def custom(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
         if version not in VERSIONS:
@@ -125,10 +138,9 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             metrics = catalogue.custom_metrics() if catalogue else []
             resources = [(f"{m.group_resource}/{m.name}", m.namespaced) for m in metrics]
             return _json(api_resource_list(CUSTOM_GROUP, version, resources))
-        # Metric values are answered by MetricValueRequests before routing; this serves them when it does not
-        # (under a root path).
-        body = await metric_value_list(state.provider, version, path, request.query_params)
-        return Response(body, media_type="application/json")
+        q = request.query_params
+        items = await state.custom.values(path, q.get("labelSelector", ""), q.get("metricLabelSelector", ""))
+        return _json(metric_value_list(version, items))
 
     async def external(request: Request) -> Response:
         version, rest = request.path_params["version"], request.path_params.get("rest", "")
@@ -140,10 +152,10 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
             names = catalogue.external_metrics() if catalogue else []
             return _json(api_resource_list(EXTERNAL_GROUP, version, [(n, True) for n in names]))
         namespace, metric = target
-        items = await state.provider.external(namespace, metric, request.query_params.get("labelSelector", ""))
+        items = await state.external.values(namespace, metric, request.query_params.get("labelSelector", ""))
         return _json(external_metric_value_list(items))
 
-    resource_metrics = ResourceMetrics(state.provider, lambda: state.rules().resource_rules if state.rules else None)
+    resource_metrics = state.resource
 
     async def resource(request: Request) -> Response:
         """metrics.k8s.io: served only while the rules have ``resourceRules`` (else metrics-server may own it)."""
@@ -227,7 +239,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
 
     async def debug_explain(request: Request) -> Response:
         q = request.query_params
-        return _json(await explain(state.provider, "/" + request.path_params["path"], q.get("labelSelector", ""),
+        return _json(await explain(state.engine, "/" + request.path_params["path"], q.get("labelSelector", ""),
                                    q.get("metricLabelSelector", ""), lambda: resource_metrics.rules))
 
     for path, endpoint in (("/healthz", live), ("/livez", live), ("/readyz", ready), ("/openapi/v2", openapi),
@@ -236,8 +248,6 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
                            ("/debug/explain/{path:path}", debug_explain)):
         app.add_route(path, endpoint, methods=["GET"])
 
-    # Innermost middleware: the HPA's metric-value requests, answered without routing (adapter/metric_values.py).
-    app.add_middleware(MetricValueRequests, provider=state.provider)
     if state.auth is not None:
         auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
         app.add_middleware(auth_class, **auth_kwargs)
