@@ -78,7 +78,7 @@ class Workload:
 
     def pods_promql(self) -> str:
         """What the GPU presets render for the Pods metric (checked against ``/debug/explain`` once per run)."""
-        return (f'avg by (namespace,pod) (DCGM_FI_DEV_GPU_UTIL{{namespace="{self.namespace}",'
+        return (f'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{{namespace="{self.namespace}",'
                 f'pod=~"{"|".join(sorted(self.pods()))}"}})')
 
     def object_promql(self) -> str:
@@ -176,6 +176,15 @@ class Round:
     seconds: float
     latencies: dict[str, list[float]] = field(default_factory=dict)
     failures: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # "<status> <path>" of the first failures
+
+    def record(self, kind: str, began: float, response: httpx.Response) -> None:
+        self.latencies[kind].append(time.perf_counter() - began)
+        if response.status_code != 200:
+            self.failures += 1
+            key = f"{response.status_code} {response.url.path}: {response.text[:160]}"
+            if len(self.failed) < 5:
+                self.failed[key] = self.failed.get(key, 0) + 1
 
 
 async def adapter_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Round:
@@ -184,9 +193,7 @@ async def adapter_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Rou
     out = Round(0.0, {"discovery": [], "pods": [], "object": []})
     for path in ("/apis", CUSTOM):
         t = time.perf_counter()
-        response = await client.get(path)
-        out.latencies["discovery"].append(time.perf_counter() - t)
-        out.failures += response.status_code != 200
+        out.record("discovery", t, await client.get(path))
     queue: asyncio.Queue[Workload] = asyncio.Queue()
     for w in fleet:
         queue.put_nowait(w)
@@ -196,9 +203,7 @@ async def adapter_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Rou
             w = queue.get_nowait()
             for kind, (path, params) in (("pods", w.pods_path()), ("object", w.object_path())):
                 t = time.perf_counter()
-                response = await client.get(path, params=params)
-                out.latencies[kind].append(time.perf_counter() - t)
-                out.failures += response.status_code != 200
+                out.record(kind, t, await client.get(path, params=params))
 
     await asyncio.gather(*(worker() for _ in range(WORKERS)))
     out.seconds = time.perf_counter() - began
@@ -280,6 +285,7 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None) -
     return {
         "workloads": n, "pods": n * PODS_PER_WORKLOAD, "setup_s": setup_s, "warmup_round_s": warm.seconds,
         "round_s": [r.seconds for r in measured], "failures": sum(r.failures for r in measured) + warm.failures,
+        "failed": {k: v for r in (warm, *measured) for k, v in r.failed.items()},
         "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99),
                               "max": 1000 * max(v)} for kind, v in latencies.items()},
         "cpu_share": cpu, "rss": started_rss["rss"], "rss_after": memory["rss"], "peak": memory.get("peak", 0.0),
@@ -296,6 +302,8 @@ def report(result: dict[str, Any]) -> None:
           f"{SYNC_PERIOD_S:g} s sync period")
     print(f"setup {result['setup_s']:.0f} s; first round (watch cache sync) {result['warmup_round_s']:.2f} s; "
           f"failed requests {result['failures']}")
+    for failure, count in result["failed"].items():
+        print(f"  {count} x {failure}")
     print(f"round durations (s): {rounds}   [goal: each < {SYNC_PERIOD_S:g} s]   "
           f"Prometheus alone, same workers: {result['baseline']['round_s']:.2f} s")
     print(f"{'metric':<8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'Prom p50':>9} {'Prom p99':>9}")

@@ -98,13 +98,6 @@ def server_context(cert_file: str, key_file: str, client_ca_pem: bytes | None, *
     return ctx
 
 
-def add_client_cas(ctx: ssl.SSLContext, pem: bytes) -> None:
-    """New CAs (rotation) for new connections. OpenSSL cannot forget a CA; the app re-checks against the current
-    bundle (adapter.auth.requestheader.issuing_ca), so a removed CA no longer vouches for anyone."""
-    if pem:
-        ctx.load_verify_locations(cadata=pem.decode())
-
-
 def _tls_scope(ssl_object: ssl.SSLObject | None) -> dict[str, Any] | None:
     if ssl_object is None:
         return None
