@@ -489,3 +489,12 @@ def test_zero_invariants(max_replicas: int, behavior: Behavior | None, gate: boo
         if decision.rescale and not gate:
             assert decision.scaled_to_zero is None
         current = decision.desired
+
+
+def test_the_package_docstring_example() -> None:
+    hpa = HPASpec(max_replicas=8, min_replicas=0, metrics=(MetricSpec.external("queue", average_value="10"),))
+    scaler = Autoscaler(hpa, ControllerConfig(downscale_stabilization_seconds=0))
+    idle = Observations(2, {"queue": ExternalValues((0,))}, running_pods(2))
+    assert scaler.reconcile(0.0, idle).desired == 2
+    assert (scaler.reconcile(15.0, idle).desired, scaler.scaled_to_zero) == (0, True)
+    assert scaler.reconcile(30.0, Observations(0, {"queue": ExternalValues((35_000,))})).desired == 4

@@ -17,9 +17,11 @@ down to 0 and records the ``ScaledToZero`` condition, and wakes a target at 0 on
 (a target set to 0 by hand stays paused)::
 
     hpa = HPASpec(max_replicas=8, min_replicas=0, metrics=(MetricSpec.external("queue", average_value="10"),))
-    scaler = Autoscaler(hpa)
-    scaler.reconcile(0.0, Observations(2, {"queue": ExternalValues((0,))}, running_pods(2)))   # -> 0 once the
-    scaler.scaled_to_zero                                                    # scale-down window has passed; True
+    scaler = Autoscaler(hpa, ControllerConfig(downscale_stabilization_seconds=0))
+    idle = Observations(2, {"queue": ExternalValues((0,))}, running_pods(2))
+    scaler.reconcile(0.0, idle).desired    # 2: the count first seen is a recommendation too
+    scaler.reconcile(15.0, idle).desired   # 0, and scaler.scaled_to_zero is True
+    scaler.reconcile(30.0, Observations(0, {"queue": ExternalValues((35_000,))})).desired   # 4: ceil(35 / 10)
 
 Not modelled: ContainerResource metrics, selector validation, and API request errors beyond their message (pass a
 :class:`FetchError`).
