@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
+import multiprocessing.process
 import os
 import ssl
 import statistics
@@ -105,35 +107,21 @@ def exposition(fleet: list[Workload]) -> str:
 
 
 def rbac(spec: dict) -> tuple[bool, str]:
-    """The HPA controller may get custom metrics (what its ClusterRole grants) and, here, the bench's check of
-    the PromQL through /debug/explain; nobody else anything."""
+    """The HPA controller may get custom metrics (its ClusterRole), discovery paths (``system:discovery``) and,
+    here, the bench's check of the PromQL through /debug/explain; nobody else anything."""
     attrs = spec.get("resourceAttributes") or {}
     path = (spec.get("nonResourceAttributes") or {}).get("path", "")
-    allowed = spec.get("user") == HPA_USER and (
-        (attrs.get("group") == "custom.metrics.k8s.io" and attrs.get("verb") == "get") or path.startswith("/debug/"))
+    metrics = attrs.get("group") == "custom.metrics.k8s.io" and attrs.get("verb") == "get"
+    allowed = spec.get("user") == HPA_USER and (metrics or path.startswith(("/apis", "/debug/")))
     return allowed, "" if allowed else "no RBAC policy matched"
 
 
-@dataclass
-class Cluster:
-    prom: PrometheusServer
-    kube: FakeKube
-    endpoint: MetricsEndpoint
-    tmp: Path
-    client_cert: tuple[str, str]
-
-    def stop(self) -> None:
-        self.prom.stop()
-        self.kube.stop()
-        self.endpoint.stop()
-
-
-def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
-    ca = make_ca("front-proxy-ca")
-    proxy = issue(ca, "front-proxy-client")
+def serve_kube(fleet: list[Workload], ca_pem: bytes, kubeconfig: Path, ready: Any, stop: Any) -> None:
+    """The fake Kubernetes API, in a process of its own: in the bench's process it would share the interpreter
+    lock with the HPA clients and slow both down."""
     kube = FakeKube(authorize=rbac, bookmark_interval=None)
     kube.put("", "v1", "configmaps", configmap("kube-system", "extension-apiserver-authentication", {
-        "requestheader-client-ca-file": ca.cert_pem.decode(),
+        "requestheader-client-ca-file": ca_pem.decode(),
         "requestheader-allowed-names": '["front-proxy-client"]',
         "requestheader-username-headers": '["X-Remote-User"]',
         "requestheader-group-headers": '["X-Remote-Group"]',
@@ -146,6 +134,38 @@ def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
                                            node_name=f"gpu-node-{k // 8}", uid=f"00000000-0000-4000-8000-{k:012x}"))
             k += 1
     kube.start()
+    kube.write_kubeconfig(kubeconfig)
+    ready.set()
+    stop.wait()
+    kube.stop()
+
+
+@dataclass
+class Cluster:
+    prom: PrometheusServer
+    kube: multiprocessing.process.BaseProcess
+    kube_stop: Any
+    kubeconfig: str
+    endpoint: MetricsEndpoint
+    client_cert: tuple[str, str]
+
+    def stop(self) -> None:
+        self.prom.stop()
+        self.kube_stop.set()
+        self.kube.join(30)
+        self.endpoint.stop()
+
+
+def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
+    ca = make_ca("front-proxy-ca")
+    proxy = issue(ca, "front-proxy-client")
+    fork = multiprocessing.get_context("fork")
+    ready, stop = fork.Event(), fork.Event()
+    kubeconfig = tmp / "kubeconfig"
+    kube = fork.Process(target=serve_kube, args=(fleet, ca.cert_pem, kubeconfig, ready, stop), daemon=True)
+    kube.start()
+    if not ready.wait(300):
+        raise RuntimeError("the fake Kubernetes API did not start in 300 s")
     endpoint = MetricsEndpoint(exposition(fleet))
     prom = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True, scrape_interval="15s",
                             tmp_prefix="prometheus-fleet-")
@@ -155,7 +175,7 @@ def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
         if time.monotonic() > deadline:
             raise RuntimeError("Prometheus did not scrape the fleet's series in 120 s")
         time.sleep(1)
-    return Cluster(prom, kube, endpoint, tmp, proxy.write(tmp, "front-proxy"))
+    return Cluster(prom, kube, stop, str(kubeconfig), endpoint, proxy.write(tmp, "front-proxy"))
 
 
 def hpa_client(base_url: str, cert: tuple[str, str] | None) -> httpx.AsyncClient:
@@ -258,8 +278,7 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None) -
     cluster = start_cluster(fleet, tmp)
     adapter = None
     try:
-        kubeconfig = cluster.kube.write_kubeconfig(tmp / "kubeconfig")
-        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"), ["--kubeconfig", kubeconfig],
+        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"), ["--kubeconfig", cluster.kubeconfig],
                                  disable_auth=False, ready_timeout=120, cwd=adapter_from)
         started_rss = rss_of(adapter.proc.pid)
         setup_s = time.monotonic() - setup_began

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pynvml  # the binding and its constants; the NVML library itself loads at nvmlInit
+
 from exporter.backends.base import (
     Backend,
     BackendUnavailable,
@@ -32,12 +34,18 @@ from exporter.fields import Field, Value
 
 log = logging.getLogger("exporter.nvml")
 
-# NVML return codes by what they mean for the exporter (numbers from nvml.h; stable across releases).
-_BACKEND_DOWN = {1, 9, 12, 18}  # Uninitialized, DriverNotLoaded, LibraryNotFound, LibRmVersionMismatch
-_NOT_SUPPORTED = {3, 4, 13, 26}  # NotSupported, NoPermission, FunctionNotFound, Deprecated
-_DEVICE_LOST = {15, 16, 999}  # GpuIsLost, ResetRequired, Unknown
-_NOT_FOUND, _INVALID_ARGUMENT, _TIMEOUT = 6, 2, 10
-_NO_INSTANCE = 0xFFFFFFFF
+# NVML return codes by what they mean for the exporter (the binding's names for nvml.h's numbers).
+_BACKEND_DOWN = {pynvml.NVML_ERROR_UNINITIALIZED, pynvml.NVML_ERROR_DRIVER_NOT_LOADED,
+                 pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH}
+_NOT_SUPPORTED = {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION,
+                  pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_DEPRECATED}
+_DEVICE_LOST = {pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_RESET_REQUIRED, pynvml.NVML_ERROR_UNKNOWN}
+_NO_INSTANCE = pynvml.NVML_VALUE_NOT_AVAILABLE_uint.value  # an event's gpuInstanceId when not on a MIG instance
+# nvmlFieldValue_t.value's member for each nvmlValueType_t
+_FIELD_MEMBERS = {pynvml.NVML_VALUE_TYPE_DOUBLE: "dVal", pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+                  pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal", pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+                  pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal", pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+                  pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal"}
 
 
 class NvmlMissing(Exception):
@@ -45,10 +53,7 @@ class NvmlMissing(Exception):
 
 
 def _load_pynvml() -> Any:
-    try:
-        import pynvml
-    except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency
-        raise NvmlMissing(f"the nvidia-ml-py package is not installed ({exc})") from None
+    """The binding whose calls the backend makes (tests give the backend a fake of it instead)."""
     return pynvml
 
 
@@ -127,13 +132,12 @@ class DeviceContext:
         """One NVML field value, decoded by its value type; a per-field error raises like a call would."""
         request = (field_id, scope) if scope is not None else field_id
         fv = self._once(("fv", field_id, scope), lambda: self.nv.nvmlDeviceGetFieldValues(self.gpu, [request])[0])
-        if fv.nvmlReturn != 0:
+        if fv.nvmlReturn != pynvml.NVML_SUCCESS:
             raise self.nv.NVMLError(fv.nvmlReturn)
         if as_uint:  # DCGM's work-around for drivers that mislabel the value type (r545)
             return int(fv.value.uiVal)
-        attr = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")[fv.valueType]
-        value = getattr(fv.value, attr)
-        return float(value) if fv.valueType == 0 else int(value)
+        value = getattr(fv.value, _FIELD_MEMBERS[fv.valueType])
+        return float(value) if fv.valueType == pynvml.NVML_VALUE_TYPE_DOUBLE else int(value)
 
     def sampled(self, name: str, call: Callable[[], Any]) -> Any:
         """A call that samples over a window before it answers (see :mod:`exporter.backends.sampled`, which also
@@ -153,8 +157,8 @@ class DeviceContext:
         """One GPM metric of this collection's sample pair: the GPU's (``gpu_level``) or this GPU instance's."""
         if self._gpm is None:
             raise FieldNotSupported("GPM is not available")
-        code, value = self._gpm(gpu_level).get(metric_id, (3, math.nan))
-        if code != 0:
+        code, value = self._gpm(gpu_level).get(metric_id, (pynvml.NVML_ERROR_NOT_SUPPORTED, math.nan))
+        if code != pynvml.NVML_SUCCESS:
             raise self.nv.NVMLError(code)
         if math.isnan(value):  # DCGM turns NaN into a blank value
             raise FieldUnavailable("GPM metric has no value for this interval")
@@ -262,7 +266,7 @@ class XidWatcher:
             try:
                 data = nv.nvmlEventSetWait_v2(event_set, 500)
             except nv.NVMLError as exc:
-                if getattr(exc, "value", None) == _TIMEOUT:
+                if getattr(exc, "value", None) == pynvml.NVML_ERROR_TIMEOUT:
                     continue
                 log.warning("XID event wait failed, re-registering: %s", exc)
                 self._stop.wait(5)
@@ -311,7 +315,7 @@ class NvmlBackend(Backend):
         try:
             nv.nvmlInit()
         except nv.NVMLError as exc:
-            if getattr(exc, "value", None) == 12:
+            if getattr(exc, "value", None) == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
                 raise NvmlMissing(
                     "NVML library libnvidia-ml.so.1 not found: run on a GPU node with the NVIDIA driver, and in "
                     "Kubernetes with the NVIDIA container runtime (runtimeClassName: nvidia)") from None
@@ -414,7 +418,7 @@ class NvmlBackend(Backend):
             try:
                 mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
             except nv.NVMLError as exc:
-                if getattr(exc, "value", None) in (_NOT_FOUND, _INVALID_ARGUMENT):
+                if getattr(exc, "value", None) in (pynvml.NVML_ERROR_NOT_FOUND, pynvml.NVML_ERROR_INVALID_ARGUMENT):
                     continue
                 raise
             gi = int(nv.nvmlDeviceGetGpuInstanceId(mig))
@@ -540,7 +544,7 @@ class NvmlBackend(Backend):
             samples = nv.nvmlDeviceGetProcessUtilization(gpu_handle, self._util_seen_us.get(index, 0))
         except nv.NVMLError as exc:
             code = getattr(exc, "value", None)
-            if code in (0, _NOT_FOUND):  # no sample since the last call: nothing ran
+            if code in (pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_NOT_FOUND):  # no sample since the last call: nothing ran
                 return {}, True
             if isinstance(translate(exc), FieldNotSupported):
                 return {}, False
