@@ -38,7 +38,7 @@ from exporter.process_attribution import ProcessAttribution, SharedGpuResult, se
 from exporter.snapshot import Snapshot
 from exporter.xid import xid_message
 
-if TYPE_CHECKING:  # grpc costs ~12 MiB of RSS; only Kubernetes mode loads it
+if TYPE_CHECKING:  # grpc adds megabytes of RSS; only Kubernetes mode loads it
     from exporter.podresources.client import PodResourcesStatus
 
 log = logging.getLogger("exporter.collector")

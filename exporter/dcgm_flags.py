@@ -6,7 +6,7 @@ NVIDIA's ``dcgm-exporter`` command reference: ``--config-file``, ``--web-read-ti
 command-line syntax is Go's ``flag`` package: ``-name`` and ``--name`` alike, ``-name=value`` or ``-name value``,
 booleans bare or ``-name=false``, an alias (``-f``, ``-rbmn``) the same way; an environment variable applies when
 the flag is not given. ``parse`` reads a command line and an environment through this table into
-:class:`ExporterSettings`; README's flag table is rendered from it (``markdown``) and a test keeps the two equal.
+:class:`ExporterSettings`; docs/flags.md's table is rendered from it (``markdown``) and a test keeps the two equal.
 
 Each flag is ``IMPLEMENTED`` (dcgm-exporter's meaning; ``field`` is the settings attribute that holds it),
 ``IGNORED`` (it only makes sense with DCGM: accepted, and one warning line at start-up says why it is not
@@ -349,7 +349,7 @@ _HERE = {IMPL: "yes", X: "accepted, ignored (one warning)", OURS: "gpu-exporter 
 
 
 def markdown() -> str:
-    """README's flag table: every flag with its environment variable, default, disposition and meaning."""
+    """docs/flags.md's exporter table: every flag with its environment variable, default, disposition and meaning."""
     rows = ["| flag | env | default | here | meaning |", "|---|---|---|---|---|"]
     for flag in FLAGS:
         names = ", ".join([*(f"`-{a}`" for a in flag.aliases), f"`--{flag.name}`"])

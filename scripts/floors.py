@@ -1,6 +1,6 @@
 """Print each direct dependency's floor beside the installed version; exit 1 where a floor was not installed.
 
-Run inside the lowest-direct environment (scripts/check-floors.sh): there every ``>=`` floor must be the version
+Run inside the lowest-direct environment (scripts/lowest-venv.sh runs it): there every ``>=`` floor must be the version
 installed, or the floor cannot be installed with the rest and is not a version the code is tested with.
 """
 

@@ -1,6 +1,7 @@
 """The real adapter in "cluster mode": a fake Kubernetes API on loopback, front-proxy certificates, delegated auth.
 
-What the aggregator, the HPA controller and a human with kubectl do, end to end over HTTPS (spec §3.4, §4).
+What the aggregator, the HPA controller and a human with kubectl do, end to end over HTTPS
+(../shared/spec/k8s-metrics-api.md §3.4, §4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Golden checks: our JSON equals the wire examples of the spec (k8s-metrics-api.md §1.5, §1.6, §1.8, §2.2)."""
+"""Golden checks: our JSON equals the wire examples of the project's shared spec
+(../shared/spec/k8s-metrics-api.md §1.5, §1.6, §1.8, §2.2)."""
 
 from __future__ import annotations
 

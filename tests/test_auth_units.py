@@ -1,4 +1,5 @@
-"""Front-proxy trust, identity headers, request attributes and the authn/authz decisions (spec §4), in-process."""
+"""Front-proxy trust, identity headers, request attributes and the authn/authz decisions, in-process
+(../shared/spec/k8s-metrics-api.md §4, the project's shared spec beside the repository)."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_identity_headers_as_the_aggregator_sends_them() -> None:
     assert identity_from_headers(_headers(("X-Remote-Group", "g")), config) is None
 
 
-# -- request attributes (spec §4.6 table) ----------------------------------------------------------------
+# -- request attributes (k8s-metrics-api.md §4.6's table) --------------------------------------------------------------
 C1 = "/apis/custom.metrics.k8s.io/v1beta2"
 
 

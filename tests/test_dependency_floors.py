@@ -48,7 +48,7 @@ def _floors() -> dict[str, str]:
     return floors
 
 
-# Measured with uv's lowest-direct resolution: below these the code fails (README, "make test-lowest").
+# Measured with uv's lowest-direct resolution: below these the code fails (docs/development.md, "make test-lowest").
 FIRST_WORKING = {
     "uvicorn": (0, 47),  # uvicorn.Config(ssl_context_factory=...)
     "nvidia-ml-py": (12, 570),  # nvmlDeviceGetTemperatureV

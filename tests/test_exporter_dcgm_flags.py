@@ -19,6 +19,7 @@ from exporter.dcgm_flags import BY_SPELLING, FLAGS, Disposition, Flag, FlagError
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fakenvml import FakeNvml
+from tests.support.docs import generated_block
 from tests.support.exporter_process import ExporterProcess
 
 if TYPE_CHECKING:
@@ -105,9 +106,10 @@ def test_string_slices_append_and_split_on_commas_as_urfave_cli() -> None:
     assert parsed.settings.nvidia_resource_names == ("a", "b", "c")
 
 
-def test_readme_flag_table_is_the_code_table() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert markdown() in readme, "README's exporter flag table differs from exporter.dcgm_flags.markdown()"
+def test_docs_flag_table_is_the_code_table() -> None:
+    assert generated_block("flags.md", "exporter-flags") == markdown(), (
+        "docs/flags.md's exporter flag table differs from exporter.dcgm_flags.markdown(): regenerate it "
+        "(docs/development.md, Generated files)")
 
 
 def test_every_spelling_is_unique() -> None:

@@ -1,5 +1,6 @@
-"""The HPA replica algorithm against spec/k8s-metrics-api.md §5.4-5.8: the formulas, tolerance, pod handling,
-several metrics and their failures, bounds, behavior defaults, stabilisation windows and rate limits.
+"""The HPA replica algorithm against ../shared/spec/k8s-metrics-api.md §5.4-5.8 (the project's shared spec,
+beside the repository; the § marks below are its sections): the formulas, tolerance, pod handling, several metrics
+and their failures, bounds, behavior defaults, stabilisation windows and rate limits.
 
 Metric values are milli-units: a Pods target of "1" is 1000, a pod reporting 1500 runs at 1.5 x target.
 """

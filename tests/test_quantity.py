@@ -132,7 +132,7 @@ def test_milli_value(value: str | float | Decimal, expected: int) -> None:
 
 
 def _reference_format_milli(milli: int) -> str:
-    """The spec's reference formatter (§1.7), valid for values with at most 3 decimals."""
+    """The reference formatter of ../shared/spec/k8s-metrics-api.md §1.7, valid for values with at most 3 decimals."""
     if milli == 0:
         return "0"
     sign = "-" if milli < 0 else ""

@@ -1,4 +1,5 @@
-"""Every prometheus-adapter flag is carried, accepted or refused in one line, as adapter/upstream_flags.py says."""
+"""Every prometheus-adapter flag is carried, accepted or refused in one line, as adapter/cli/upstream.py says;
+docs/flags.md shows the code's flag tables."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from pathlib import Path
 import pytest
 import typer.main
 
+from adapter.cli import flags as flag_tables
 from adapter.cli.main import app
 from adapter.cli.upstream import FLAGS, Disposition, UpstreamFlag, UpstreamFlagError, markdown, translate
 from adapter.server.serving import TLSSettings, TLSSettingsError, listening_socket
+from tests.support.docs import generated_block
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 SAMPLE = {"string": "x", "bool": "true", "int": "3", "float": "1.5", "duration": "30s", "ip": "127.0.0.1",
           "stringSlice": "a,b", "stringArray": "k=v"}
 
@@ -25,13 +27,20 @@ def _serve_options() -> set[str]:
     return {opt for param in serve.params for opt in param.opts}
 
 
-def test_readme_table_is_the_code_table() -> None:
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"<!-- upstream-flags:begin[^>]*-->\n(.*?)<!-- upstream-flags:end -->", text, re.S)
-    assert found is not None, "README.md lost its upstream-flags markers"
-    assert found.group(1) == markdown(), "regenerate README's table: python -c 'from adapter.cli.upstream " \
-                                         "import markdown; print(markdown())'"
-    assert all(f"`--{flag.name}`" in found.group(1) for flag in FLAGS)
+def test_docs_table_is_the_code_table() -> None:
+    table = generated_block("flags.md", "upstream-flags")
+    assert table == markdown(), "regenerate docs/flags.md's upstream-flags table: python -c 'from adapter.cli." \
+                                "upstream import markdown; print(markdown(), end=\"\")'"
+    assert all(f"`--{flag.name}`" in table for flag in FLAGS)
+
+
+def test_docs_adapter_tables_are_the_code_tables() -> None:
+    tables = generated_block("flags.md", "adapter-flags")
+    assert tables == flag_tables.markdown(flag_tables.TABLES), (
+        "regenerate docs/flags.md's adapter-flags tables: python -c 'from adapter.cli.flags import TABLES, "
+        "markdown; print(markdown(TABLES), end=\"\")'")
+    for title, flags in flag_tables.TABLES:
+        assert f"### `{title}`" in tables and all(f"| `{flag.name}`" in tables for flag in flags)
 
 
 @pytest.mark.parametrize("flag", FLAGS, ids=lambda f: f.name)

@@ -1,1 +1,2 @@
-"""Authentication and authorisation the way a Kubernetes aggregated API server does them (spec §4)."""
+"""Authentication and authorisation the way a Kubernetes aggregated API server does them
+(k8s.io/apiserver's delegating authenticator and authorizer)."""

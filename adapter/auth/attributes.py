@@ -1,4 +1,5 @@
-"""Request → authorisation attributes, the way Kubernetes' RequestInfoFactory derives them (spec §4.6). Pure."""
+"""Request → authorisation attributes, the way Kubernetes' RequestInfoFactory derives them
+(k8s.io/apiserver pkg/endpoints/request/requestinfo.go). Pure."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Who is calling: front-proxy certificate + X-Remote-* headers, an x509 client certificate, or a bearer token.
 
-Order and meaning follow the Go delegating authenticator (spec §4.2, §4.5): identity headers are read only
+Order and meaning follow the Go delegating authenticator (k8s.io/apiserver
+pkg/authentication/authenticatorfactory/delegating.go, request/headerrequest): identity headers are read only
 after the connection's client certificate verified against the *current* requestheader CA with an allowed CN.
 """
 

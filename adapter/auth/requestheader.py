@@ -1,7 +1,8 @@
 """Front-proxy (request-header) authentication: which client certificates may assert an identity in headers.
 
 Pure: parsing the ``extension-apiserver-authentication`` ConfigMap, checking a presented client certificate
-against the CA bundles, and reading ``X-Remote-*`` headers once the certificate has been trusted (spec §4.2-4.4).
+against the CA bundles, and reading ``X-Remote-*`` headers once the certificate has been trusted, as
+k8s.io/apiserver's pkg/authentication/request/headerrequest does.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def _string_list(data: Mapping[str, str], key: str) -> tuple[str, ...] | None:
 
 
 def from_configmap(data: Mapping[str, str]) -> ClientCAs:
-    """Read kube-apiserver's published front-proxy settings (spec §4.4)."""
+    """Read kube-apiserver's published front-proxy settings (kube-system/extension-apiserver-authentication)."""
     client_ca = data.get("client-ca-file", "").encode().strip() or None
     ca = data.get("requestheader-client-ca-file", "").encode().strip()
     if not ca:
@@ -162,7 +163,7 @@ Headers = Sequence[tuple[bytes, bytes]]
 
 
 def identity_from_headers(headers: Headers, config: RequestHeaderConfig) -> User | None:
-    """The identity a trusted proxy asserted; None when no username header is present (spec §4.2)."""
+    """The identity a trusted proxy asserted; None when no username header is present."""
     decoded = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in headers]
     username = _first(decoded, config.username_headers)
     if not username:

@@ -6,8 +6,8 @@ pkg/server/options: serving, authentication, authorization, audit, feature) and 
 Each is either carried by one of our flags with the same meaning (``SAME``), accepted because what it asks
 for is already how this server behaves (``NO_EFFECT``), or refused with one line naming what to use instead
 (``REFUSED``). ``translate`` rewrites an upstream command line into ours before typer parses it: pflag's
-``--flag=value`` booleans, repeated string slices and the ``-v`` shorthand included. README's flag table is
-rendered from this one (``markdown``), and a test keeps the two equal.
+``--flag=value`` booleans, repeated string slices and the ``-v`` shorthand included. The table in docs/flags.md
+is rendered from this one (``markdown``), and a test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def _alike(flag: UpstreamFlag) -> tuple[str, Disposition, str, str]:
 
 
 def markdown() -> str:
-    """README's table: every upstream flag, where it comes from, ours, and the meaning or the difference.
+    """docs/flags.md's table: every upstream flag, where it comes from, ours, and the meaning or the difference.
     Neighbouring flags treated alike (the audit flags) share a row."""
     rows = ["| prometheus-adapter flag | registered in | here | meaning / difference |", "|---|---|---|---|"]
     groups: list[list[UpstreamFlag]] = []

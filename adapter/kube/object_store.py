@@ -1,5 +1,5 @@
 """An in-memory index of object metadata (namespace, name, labels): the Kubernetes cache's, fed by LIST results and
-watch events (``adapter/kube/cache.py``), and ``--standalone-objects``' per resource (``adapter/standalone.py``).
+watch events (``adapter/kube/cache.py``), and ``--standalone-objects``' per resource (``adapter/kube/standalone.py``).
 
 Pure and thread-safe: the cache's thread writes, request handlers read. Objects are indexed by namespace so a
 request scans only its own namespace, and by (namespace, label, value) so a selector with an equality requirement

@@ -87,9 +87,9 @@ class Discovery:
     async def _relist(self) -> bool:
         """The distinct series queries one after another; any failure keeps the previous catalogue.
 
-        One at a time because an answer is held whole while it is decoded (with its text copy, ~10 MB for 12,500
-        GPUs' series): with 100,000 series the adapter peaked at ~140 MB RSS this way against ~165 MB two at a time,
-        for about 0.4 s more per relist (bench/discovery.py, 2 cores).
+        One at a time because an answer is held whole while it is decoded (with its text copy: megabytes for a
+        large fleet's series): two at once would hold two such answers at the adapter's peak, to make a relist
+        that runs in the background a little shorter (bench/discovery.py reports relist time and peak RSS).
         """
         started = time.perf_counter()
         self.scrape_intervals = await self._read_scrape_intervals()

@@ -23,7 +23,7 @@ def check_query(query: str) -> promql_parser.Expr:
 def check_rendered(query: str) -> None:
     """``check_query`` for a rendered query, remembering the last 512 that parsed (failures are not kept).
 
-    HPAs ask the same queries every sync, and parsing one with a 1,500-pod regex takes about 4 ms (the parser
+    HPAs ask the same queries every sync, and parsing one with a long pod regex costs milliseconds (the parser
     compiles the regex); an identical string parsed before needs no second parse.
     """
     check_query(query)

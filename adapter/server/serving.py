@@ -1,6 +1,6 @@
 """HTTPS serving with client certificates handed to the app.
 
-Stock uvicorn does not expose the peer certificate to ASGI apps (spec §4.8). We request (not require) a client
+Stock uvicorn does not expose the peer certificate to ASGI apps. We request (not require) a client
 certificate at the TLS layer and add the ASGI TLS extension — ``scope["extensions"]["tls"]`` with
 ``client_cert_chain`` as PEM strings — from the connection's SSL object, by giving uvicorn a subclass of its
 httptools protocol (its fastest parser). The app reads only the standard extension, so any server that implements

@@ -1,9 +1,12 @@
 """The HorizontalPodAutoscaler controller's replica computation (autoscaling/v2), as a pure model.
 
-It follows ``spec/k8s-metrics-api.md`` §5: Pods, Object, External and Resource (metrics.k8s.io: utilisation of
-the pods' requests, or an average value, with the cpu readiness rules) metrics in integer milli-units, tolerance,
-missing/unready pods, several metrics and their failures, then stabilisation and rate limits with or without
-``spec.behavior``. Use it to drive a simulated deployment, or to predict what a real cluster's controller will do::
+It follows the controller's code (kubernetes/kubernetes pkg/controller/podautoscaler: replica_calculator.go,
+horizontal.go; the behavior defaults of pkg/apis/autoscaling/v2/defaults.go) as the project's shared spec states it
+(``../shared/spec/k8s-metrics-api.md`` §5, kept beside the repository, not in it): Pods, Object, External and
+Resource (metrics.k8s.io: utilisation of the pods' requests, or an average value, with the cpu readiness rules)
+metrics in integer milli-units, tolerance, missing/unready pods, several metrics and their failures, then
+stabilisation and rate limits with or without ``spec.behavior``. Use it to drive a simulated deployment, or to
+predict what a real cluster's controller will do::
 
     hpa = HPASpec(max_replicas=8, metrics=(MetricSpec.pods("DCGM_FI_DEV_GPU_UTIL", average_value="60"),))
     scaler = Autoscaler(hpa)

@@ -1,4 +1,5 @@
-"""From the metrics' proposal to the replica count the controller sets: stabilisation, rate limits, bounds (§5.7).
+"""From the metrics' proposal to the replica count the controller sets: stabilisation, rate limits, bounds
+(horizontal.go: ``normalizeDesiredReplicas`` and its behavior variant).
 
 Pure functions over the recommendation and scale-event history; times are seconds on any clock the caller uses.
 """

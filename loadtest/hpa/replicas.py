@@ -1,4 +1,5 @@
-"""Replica proposals per metric, and how several proposals combine (spec §5.4-5.6).
+"""Replica proposals per metric, and how several proposals combine (replica_calculator.go and
+``computeReplicasForMetrics`` in horizontal.go).
 
 Values are integer milli-units; ratios are floats computed the way the controller does (each integer converted to
 a float, then divided), so results agree with it at the tolerance edges.
@@ -178,7 +179,7 @@ def _pods_replicas(
     unready_with_sample: Callable[[Pod], bool] | None = None,
 ) -> tuple[int, int, float]:
     """(replicas, usage, ratio) for a Pods metric (and a Resource AverageValue target), with the missing/unready
-    pod rules of §5.4."""
+    pod rules of ``calcPlainMetricReplicas``."""
     if not pods:
         raise _MetricFailed(NO_PODS)
     metrics = dict(values)

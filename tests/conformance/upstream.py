@@ -4,7 +4,8 @@ Each case re-expresses one entry of an upstream unit-test table or one example o
 names where it comes from (``UpstreamCase.source``: the file in that repository, ``UpstreamCase.name``: the
 test's case name or the document's section). The inputs and expected outputs are upstream's; the code is ours
 and drives our rules engine the way a request would. A case that we fail on purpose is an ``xfail`` whose reason
-is the README's own sentence for that difference (``readme_difference``), so the two cannot drift apart.
+is the documentation's own row for that difference (``documented_difference``: docs/differences.md), so the two
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +23,11 @@ from adapter.rules.query import custom_args, external_args
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs
 from adapter.rules.selectors import parse_selector, to_label_values, to_promql_matchers
 from adapter.rules.template import Template
+from tests.support.docs import DOCS
 
 REPOSITORY = "kubernetes-sigs/prometheus-adapter"
-README = Path(__file__).resolve().parents[2] / "README.md"
-DIFFERENCES_HEADING = "### Where we differ from prometheus-adapter: rules and values"
+DIFFERENCES = DOCS / "differences.md"
+DIFFERENCES_HEADING = "## prometheus-adapter: rules and values"
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class UpstreamCase:
     source: str
     name: str
     data: Mapping[str, Any] = field(default_factory=dict)
-    differs: str | None = None  # a phrase of README's differences table: the case is an xfail quoting that row
+    differs: str | None = None  # a phrase of docs/differences.md's table: the case is an xfail quoting that row
 
     @property
     def id(self) -> str:
@@ -49,29 +50,30 @@ def params(cases: Iterable[UpstreamCase]) -> list[Any]:
     for case in cases:
         marks = []
         if case.differs is not None:
-            marks.append(pytest.mark.xfail(reason=readme_difference(case.differs), strict=True))
+            marks.append(pytest.mark.xfail(reason=documented_difference(case.differs), strict=True))
         result.append(pytest.param(case, id=case.id, marks=marks))
     return result
 
 
 def stated(phrase: str) -> str:
-    """An xfail reason quoting README, which must say ``phrase`` (whitespace-insensitive) somewhere."""
-    text = " ".join(README.read_text(encoding="utf-8").split())
-    if " ".join(phrase.split()) not in text:
-        raise LookupError(f"README.md does not state: {phrase!r}")
-    return f"README: {phrase}"
+    """An xfail reason quoting a docs/ page that says ``phrase`` (whitespace-insensitive); it must be said."""
+    wanted = " ".join(phrase.split())
+    for page in sorted(DOCS.glob("*.md")):
+        if wanted in " ".join(page.read_text(encoding="utf-8").split()):
+            return f"docs/{page.name}: {phrase}"
+    raise LookupError(f"no page in docs/ states: {phrase!r}")
 
 
-def readme_difference(phrase: str) -> str:
-    """The row of README's differences table that contains ``phrase`` (it must exist, exactly once)."""
-    text = README.read_text(encoding="utf-8")
+def documented_difference(phrase: str) -> str:
+    """The row of docs/differences.md's prometheus-adapter table that contains ``phrase`` (exactly one must)."""
+    text = DIFFERENCES.read_text(encoding="utf-8")
     start = text.index(DIFFERENCES_HEADING)
     end = text.find("\n#", start + len(DIFFERENCES_HEADING))
     rows = [line for line in text[start:end if end > 0 else None].splitlines() if line.startswith("|")]
     found = [row for row in rows if phrase in row]
     if len(found) != 1:
-        raise LookupError(f"README's differences table has {len(found)} rows containing {phrase!r}")
-    return "README: " + re.sub(r"\s+", " ", found[0].strip("| "))
+        raise LookupError(f"docs/differences.md's prometheus-adapter table has {len(found)} rows containing {phrase!r}")
+    return "docs/differences.md: " + re.sub(r"\s+", " ", found[0].strip("| "))
 
 
 # --- building rules and catalogues ---------------------------------------------------------------------------
