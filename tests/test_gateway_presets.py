@@ -270,3 +270,14 @@ def test_the_hpa_namespace_bounds_what_it_sees(stack: Stack) -> None:
     # An HPA in team-b asking for qwen (a pool of namespace llm) gets no value, not llm's queue.
     assert external(stack, "team-b", "llm_d_epp_flow_control_queue_size", "inference_pool=qwen") is None
     assert on_pool(stack, "team-b", "qwen", "llm_d_epp_flow_control_queue_size") is None
+
+
+def test_a_namespace_object_totals_its_pools(stack: Stack) -> None:
+    # Like every rule that maps a namespace label, the Object rules serve the namespace too: team-b has one pool.
+    for name, expected in (("llm_d_epp_flow_control_queue_size", 40), ("inference_pool_ready_pods", 5),
+                           ("llm_d_epp_average_kv_cache_utilization", 0.95)):
+        response = stack.get(f"{CUSTOM}/namespaces/team-b/metrics/{name}")
+        assert response.status_code == 200, response.text
+        [item] = response.json()["items"]
+        assert item["describedObject"]["kind"] == "Namespace"
+        assert milli(item["value"]) / 1000 == pytest.approx(expected)
