@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapter.promql import PromQLError, matcher, one_of
+from adapter.rules import schema
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.mapping import ResourceMapping
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs, regex_values, render_query
 from adapter.rules.resources import GroupResource
 from adapter.rules.template import Template
 
-RESOURCE_RULES_KEYS = ("cpu", "memory", "window")
-_RULE_KEYS = ("containerQuery", "nodeQuery", "resources", "containerLabel")
+RESOURCE_RULES_KEYS = schema.RESOURCE_RULES
+_RULE_KEYS = schema.RESOURCE_RULE
 _DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
 _DURATION_UNITS_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 
