@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue, parse_rules
 from adapter.rules.gateway import (
@@ -99,6 +100,12 @@ def test_every_metric_is_discovered_from_the_ready_gauge_under_both_names() -> N
     # Nothing but the ready gauge is needed: an EPP whose queues are all empty (no queue series) still lists them.
     ready_only = [s for s in series if s["__name__"] in ("llm_d_epp_ready_endpoints", "inference_pool_ready_pods")]
     assert build_catalogue(config, {SERIES_QUERY: ready_only}).external_metrics() == sorted(API_NAMES)
+
+
+def test_the_chart_copy_is_the_preset() -> None:
+    # scripts/gen-chart-presets.py writes it; tests/test_chart.py checks it is current.
+    chart = Path(__file__).parent.parent / "charts" / "gpu-autoscaler" / "files" / "gateway-presets.yaml"
+    assert yaml.safe_load(chart.read_text()) == yaml.safe_load(gateway_yaml())
 
 
 # ------------------------------------------------------- through the adapter, from a real Prometheus
