@@ -40,8 +40,8 @@ Facts read from the sources (names, types, labels; nothing copied):
   flow's queue series when the flow registry collects it (``pkg/epp/flowcontrol/registry/registry.go``).
   ``pkg/epp/flowcontrol/controller/internal/processor.go``: the dispatch cycle runs on a 1 ms ticker whenever flow
   control is on. ``cmd/epp/runner/runner.go``: ``inference_pool`` is the EPP's ``--pool-name``.
-* llm-d/llm-d ``guides/workload-autoscaling/README.hpa-epp.md``: the guide selects the queue by
-  ``inference_pool`` in an External rule; the EPP's series carry the scrape target's ``namespace``.
+* llm-d/llm-d ``guides/workload-autoscaling/README.hpa-epp.md``: the guide's External rule selects the queue by
+  ``inference_pool`` and maps the series' ``namespace`` label (the scrape target's) to namespaces.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ SERIES_QUERY = f'{{__name__=~"{"|".join(READY)}",name!="",namespace!=""}}'
 _NS = '<<index .LabelValuesByName "namespace">>'
 # External: the pool named by the selector's inference_pool value (matchLabels or In), as the pool gauges label it.
 _SELECTED_POOLS = f'name=~"<<index .LabelValuesByName "inference_pool">>",namespace=~"{_NS}"'
+_IN_NAMESPACE = f'namespace=~"{_NS}"'
 _PER_POOL = "max by (namespace, name)"  # EPP replicas report the same pool: one value per pool
 
 
@@ -85,8 +86,6 @@ class EppMetric:
     pools: str
     empty_is_zero: bool = False
     while_ready: bool = False
-    meaning: str = ""
-    target: str = ""
 
     def external_query(self) -> str:
         if self.flow:
@@ -102,10 +101,10 @@ class EppMetric:
     def object_query(self) -> str:
         ready = _either(READY, "<<.LabelMatchers>>")
         if self.flow:
-            flows = (f'label_replace({_either(self.names, f"namespace=~{_quoted(_NS)}")}, '
+            # The flows as the pool gauges name pools, kept for the objects asked (a pool and its namespace).
+            flows = (f'label_replace({_either(self.names, _IN_NAMESPACE)}, '
                      '"name", "$1", "inference_pool", "(.+)")')
-            aggregation = "sum" if self.empty_is_zero else self.pools
-            value = f"{aggregation} by (<<.GroupBy>>) ({flows} and on (namespace, name) {ready})"
+            value = f"{self.pools} by (<<.GroupBy>>) ({flows} and on (namespace, name) {ready})"
             if not self.empty_is_zero:
                 return value
             return f"{value} or 0 * count by (<<.GroupBy>>) ({_flow_control_on(ready)})"
@@ -117,24 +116,19 @@ class EppMetric:
 
 GATEWAY_METRICS: tuple[EppMetric, ...] = (
     EppMetric(("llm_d_epp_flow_control_queue_size", "inference_extension_flow_control_queue_size"), True, "sum",
-              empty_is_zero=True, meaning="requests held in the EPP's flow-control queues for the pool",
-              target="AverageValue (queued requests per replica; wakes from zero)"),
+              empty_is_zero=True),
     EppMetric(("llm_d_epp_flow_control_queue_bytes", "inference_extension_flow_control_queue_bytes"), True, "sum",
-              empty_is_zero=True, meaning="bytes of the requests held in those queues",
-              target="AverageValue"),
+              empty_is_zero=True),
     EppMetric(("llm_d_epp_flow_control_pool_saturation", "inference_extension_flow_control_pool_saturation"), True,
-              "max", meaning="the pool's saturation as flow control gates on it (1.0: the set point; an empty "
-                             "pool reads 1.0)", target="Value (not with minReplicas 0)"),
-    EppMetric(("llm_d_epp_average_queue_size", "inference_pool_average_queue_size"), False, "avg",
-              while_ready=True, meaning="requests waiting in the model servers' own queues, averaged over the "
-                                        "pool's ready endpoints", target="Value"),
+              "max"),
+    EppMetric(("llm_d_epp_average_queue_size", "inference_pool_average_queue_size"), False, "avg", while_ready=True),
     EppMetric(("llm_d_epp_average_kv_cache_utilization", "inference_pool_average_kv_cache_utilization"), False,
-              "avg", while_ready=True, meaning="KV-cache utilisation (0-1) averaged over the pool's ready endpoints",
-              target="Value"),
+              "avg", while_ready=True),
     EppMetric(("llm_d_epp_average_running_requests", "inference_pool_average_running_requests"), False, "avg",
-              while_ready=True, meaning="requests running per ready endpoint", target="Value"),
-    EppMetric(READY, False, "sum", meaning="the pool's ready endpoints", target="(observe; not a load signal)"),
+              while_ready=True),
+    EppMetric(READY, False, "sum"),
 )
+"""What each metric is and which HPA target suits it: docs/presets-gateway.md."""
 
 
 def _either(names: tuple[str, ...], matchers: str) -> str:
@@ -147,10 +141,6 @@ def _either(names: tuple[str, ...], matchers: str) -> str:
 def _flow_control_on(pools: str) -> str:
     """``pools`` (ready-gauge series) whose EPP target also exports flow control's dispatch cycles."""
     return f"{pools} and on (job, instance) {_either(DISPATCH_CYCLES, '')}"
-
-
-def _quoted(text: str) -> str:
-    return f'"{text}"'
 
 
 def _rule(api_name: str, resources: str, query: str) -> str:
