@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Write the adapter's built-in rules into the Helm chart, so the chart's rules ConfigMap serves the same rules.
 
-The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the GPU presets) and
-``adapter.rules.inference`` (the inference-server presets and their recording rules):
+The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the GPU presets),
+``adapter.rules.inference`` (the inference-server presets and their recording rules) and ``adapter.rules.gateway``
+(the inference-gateway presets):
 
 * ``charts/gpu-autoscaler/files/gpu-presets.yaml`` is the GPU presets' text with a header saying so;
 * ``charts/gpu-autoscaler/files/inference-presets.yaml`` holds, per inference preset, its adapter rules and the
-  recording rules behind its per-Deployment metrics (``adapter.rules.inferencePresets`` picks them).
+  recording rules behind its per-Deployment metrics (``adapter.rules.inferencePresets`` picks them);
+* ``charts/gpu-autoscaler/files/gateway-presets.yaml`` holds the inference-gateway preset's ``rules`` (Object
+  metrics on the InferencePool) and ``externalRules`` (External metrics selected by ``inference_pool``).
 
 Run this after changing the presets (tests fail until you do):
 
@@ -26,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 FILES = REPO / "charts" / "gpu-autoscaler" / "files"
 GPU_TARGET = FILES / "gpu-presets.yaml"
 INFERENCE_TARGET = FILES / "inference-presets.yaml"
+GATEWAY_TARGET = FILES / "gateway-presets.yaml"
 
 
 def _header(source: str) -> str:
@@ -36,6 +40,7 @@ def _header(source: str) -> str:
 def render() -> dict[Path, str]:
     """The wanted text of each chart copy."""
     sys.path.insert(0, str(REPO))
+    from adapter.rules.gateway import gateway_yaml
     from adapter.rules.inference import INFERENCE_PRESETS, POD_DEPLOYMENT_RULE, preset_yaml, recording_rules
     from adapter.rules.presets import GPU_PRESETS_YAML
 
@@ -48,8 +53,10 @@ def render() -> dict[Path, str]:
                     for name, preset in INFERENCE_PRESETS.items()},
     }
     inference = yaml.safe_dump(document, sort_keys=False, width=1000)
+    gateway = yaml.safe_dump(yaml.safe_load(gateway_yaml()), sort_keys=False, width=1000)
     return {GPU_TARGET: _header("adapter/rules/presets.py (GPU_PRESETS_YAML)") + GPU_PRESETS_YAML,
-            INFERENCE_TARGET: _header("adapter/rules/inference.py") + inference}
+            INFERENCE_TARGET: _header("adapter/rules/inference.py") + inference,
+            GATEWAY_TARGET: _header("adapter/rules/gateway.py") + gateway}
 
 
 def main(argv: list[str] | None = None) -> int:

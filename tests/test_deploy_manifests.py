@@ -332,7 +332,7 @@ def test_every_hpa_targets_the_example_workload_and_has_a_behavior(examples):
     assert {m["type"] for h in hpas for m in h["spec"]["metrics"]} == {"Object", "Pods", "External"}
     described = {m["object"]["describedObject"]["kind"] for h in hpas for m in h["spec"]["metrics"]
                  if m["type"] == "Object"}
-    assert described == {"Service", "Deployment"}
+    assert described == {"Service", "Deployment", "InferencePool"}
     for hpa in hpas:
         target = hpa["spec"]["scaleTargetRef"]
         deployment = one(examples, target["kind"], target["name"])

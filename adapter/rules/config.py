@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from adapter.rules import hints, schema
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.freshness import lookback_s
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
@@ -30,12 +31,12 @@ from adapter.rules.shape import check_series_selector
 from adapter.rules.template import Template, TemplateError
 from adapter.rules.yamlstrict import load_strict
 
-_TOP_KEYS = ("rules", "externalRules", "resourceRules", "include")
-_RULE_KEYS = ("seriesQuery", "seriesFilters", "resources", "name", "metricsQuery", "missingValue")
-_RESOURCES_KEYS = ("overrides", "template", "namespaced")
-_OVERRIDE_KEYS = ("group", "resource")
-_NAME_KEYS = ("matches", "as")
-_FILTER_KEYS = ("is", "isNot")
+_TOP_KEYS = schema.TOP
+_RULE_KEYS = schema.RULE
+_RESOURCES_KEYS = schema.RESOURCES
+_OVERRIDE_KEYS = schema.OVERRIDE
+_NAME_KEYS = schema.NAME
+_FILTER_KEYS = schema.FILTER
 _SAMPLE_SERIES = "sample_series"
 
 
@@ -171,7 +172,8 @@ class _Parser:
         try:
             return ResourceMapping(tuple(overrides), template, namespaced)
         except ValueError as exc:
-            raise self.fail(f"{path}.template", str(exc)) from None
+            hint = hints.template_hint(template_text, ("Resource", "Group"))
+            raise self.fail(f"{path}.template", f"{exc}; {hint}" if hint else str(exc)) from None
 
     def override(self, raw: object, path: str) -> GroupResource:
         data = self.mapping(raw, path, _OVERRIDE_KEYS)
@@ -212,7 +214,9 @@ class _Parser:
             try:
                 rendered.append(render_query(rule.metrics_query, args))
             except QueryError as exc:
-                raise self.fail(f"{rule.where}.metricsQuery", f"renders invalid PromQL for {case}: {exc}") from None
+                reason = f"renders invalid PromQL for {case}: {exc}"
+                hint = hints.template_hint(rule.metrics_query.source, ("Series", "LabelMatchers", "GroupBy"))
+                raise self.fail(f"{rule.where}.metricsQuery", f"{reason}; {hint}" if hint else reason) from None
         return rendered[0]
 
     def template(self, raw: object, path: str, fields: Mapping[str, Any]) -> Template:
@@ -239,18 +243,19 @@ class _Parser:
         if raw is None:
             return {}
         if not isinstance(raw, dict):
-            raise self.fail(path, f"{what + ' ' if what else ''}must be a mapping, not {_yaml_type(raw)}")
+            reason = f"{what + ' ' if what else ''}must be a mapping, not {_yaml_type(raw)}"
+            raise self.fail(path, hints.not_a_mapping(path, raw, reason))
         for key in raw:
             if keys is not None and key not in keys:
                 where = f"{path}.{key}" if path else str(key)
-                raise self.fail(where, f"unknown field (allowed: {', '.join(keys)})")
+                raise self.fail(where, hints.unknown_field(where, key, keys))
         return raw
 
     def sequence(self, raw: object, path: str) -> list[Any]:
         if raw is None:
             return []
         if not isinstance(raw, list):
-            raise self.fail(path, f"must be a list, not {_yaml_type(raw)}")
+            raise self.fail(path, hints.not_a_list(path, raw, f"must be a list, not {_yaml_type(raw)}"))
         return raw
 
     def strings(self, raw: object, path: str) -> list[str]:
@@ -267,8 +272,11 @@ class _Parser:
 
 
 def _yaml_type(value: object) -> str:
+    """What the file gave, as YAML writes it (``false``, not Python's ``False``)."""
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
     return f"{value!r}"

@@ -10,11 +10,13 @@ from pathlib import Path
 
 from adapter.rules.config import DiscoveryRule, RulesConfig, parse_document
 from adapter.rules.errors import RulesError
+from adapter.rules.gateway import GATEWAY_PRESET, gateway_preset
 from adapter.rules.inference import INFERENCE_PRESETS, inference_preset
 from adapter.rules.presets import GPU_PRESETS, gpu_presets
 
 INCLUDES: Mapping[str, Callable[[], RulesConfig]] = {
-    GPU_PRESETS: gpu_presets, **{name: partial(inference_preset, name) for name in INFERENCE_PRESETS}}
+    GPU_PRESETS: gpu_presets, GATEWAY_PRESET: gateway_preset,
+    **{name: partial(inference_preset, name) for name in INFERENCE_PRESETS}}
 
 
 def load_rules(path: str | os.PathLike[str]) -> RulesConfig:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from adapter.rules import schema
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.mapping import ResourceMapping
 from adapter.rules.promql import PromQLError, matcher, one_of
@@ -21,8 +22,8 @@ from adapter.rules.resources import GroupResource
 from adapter.rules.template import Template
 from clikit.durations import DurationError, parse_prometheus_duration
 
-RESOURCE_RULES_KEYS = ("cpu", "memory", "window")
-_RULE_KEYS = ("containerQuery", "nodeQuery", "resources", "containerLabel")
+RESOURCE_RULES_KEYS = schema.RESOURCE_RULES
+_RULE_KEYS = schema.RESOURCE_RULE
 
 POD = GroupResource("", "pods")
 NODE = GroupResource("", "nodes")

@@ -111,6 +111,13 @@ _TABLE = (
         _ROOT,
         ("crd", "crds"),
     ),
+    # Gateway API Inference Extension's InferencePool (config/crd/bases of kubernetes-sigs/gateway-api-inference-
+    # extension): v1 in inference.networking.k8s.io, and the v1alpha2 group it moved from. Custom resources: API
+    # discovery describes them when the adapter has an API; these entries give their kind without one.
+    ResourceKind("inferencepools", "inferencepool", "InferencePool", "inference.networking.k8s.io", "v1",
+                 short=("infpool",)),
+    ResourceKind("inferencepools", "inferencepool", "InferencePool", "inference.networking.x-k8s.io", "v1alpha2",
+                 short=("xinfpool",)),
 )
 
 
