@@ -48,24 +48,6 @@ def test_routes_are_a_small_fixed_set(path: str, route: str) -> None:
     assert route in ROUTES
 
 
-def test_long_paths_are_classified_but_not_remembered() -> None:
-    """Every request's path is classified, unauthenticated ones too: a long path must not be kept."""
-    from adapter.api.paths import parse_custom_path
-    from adapter.memo import SHORT
-
-    def kept() -> tuple[int, int]:
-        return route_of.cache_info().currsize, parse_custom_path.cache_info().currsize  # type: ignore[attr-defined]
-
-    name = "p" * (SHORT + 1)
-    before = kept()
-    for i in range(3):
-        assert route_of(f"{C}/v1beta1/namespaces/ml/pods/{name}{i}/m") == "custom_object"
-        assert route_of(f"/{name}{i}") == "other"
-    assert kept() == before
-    assert route_of(f"{C}/v1beta1/namespaces/ml/pods/short/m") == "custom_object"
-    assert kept()[0] <= before[0] + 1
-
-
 def test_rule_label_is_the_position_in_the_rules_file() -> None:
     config = parse_rules("include: [gpu-presets]\nrules:\n- seriesQuery: 'up'\n  metricsQuery: 'up'\n"
                          "externalRules:\n- seriesQuery: 'up'\n  metricsQuery: 'up'\n", "rules.yaml")

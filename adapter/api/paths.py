@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapter.api.status import ApiError, bad_request
-from adapter.memo import remember_short
 
 VERSIONS = ("v1beta1", "v1beta2")
 
@@ -26,7 +25,6 @@ def _segments(rest: str) -> list[str]:
     return [s for s in rest.split("/") if s != ""]
 
 
-@remember_short()
 def parse_custom_path(rest: str) -> MetricPath | None:
     """``rest`` is what follows ``/apis/custom.metrics.k8s.io/<version>/``; None means the discovery list."""
     parts = [s.replace("%2A", "*").replace("%2a", "*") for s in _segments(rest)]

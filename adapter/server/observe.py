@@ -16,7 +16,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from adapter.api.paths import parse_custom_path, parse_external_path
 from adapter.api.serialise import CUSTOM_GROUP, EXTERNAL_GROUP
 from adapter.api.status import ApiError
-from adapter.memo import remember_short
 from adapter.server.selfmetrics import AdapterMetrics
 
 access_log = logging.getLogger("adapter.access")
@@ -24,7 +23,6 @@ access_log = logging.getLogger("adapter.access")
 _HEALTH = frozenset({"/healthz", "/livez", "/readyz"})
 
 
-@remember_short()  # every request comes here, authenticated or not
 def route_of(path: str) -> str:
     """One of ``selfmetrics.ROUTES`` for a request path: a small fixed set, never the path itself."""
     if path in _HEALTH:
