@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,50 +208,52 @@ class Round:
                 self.failed[key] = self.failed.get(key, 0) + 1
 
 
+Ask = Callable[[Workload], list[tuple[str, Awaitable[httpx.Response]]]]
+"""One HPA's requests: (metric type, request) in the order the controller sends them."""
+
+
+async def fleet_round(fleet: list[Workload], ask: Ask, out: Round) -> Round:
+    """Every HPA of the fleet, 5 at a time, each one's requests one after the other (the controller's workers)."""
+    began = time.perf_counter()
+    queue: asyncio.Queue[Workload] = asyncio.Queue()
+    for w in fleet:
+        queue.put_nowait(w)
+
+    async def worker() -> None:
+        while not queue.empty():
+            for kind, request in ask(queue.get_nowait()):
+                t = time.perf_counter()
+                out.record(kind, t, await request)
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    out.seconds += time.perf_counter() - began
+    return out
+
+
 async def adapter_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Round:
-    """One sync period: discovery, then every HPA's two metrics, 5 HPAs at a time."""
+    """One sync period: discovery, then every HPA's two metrics through the adapter."""
     began = time.perf_counter()
     out = Round(0.0, {"discovery": [], "pods": [], "object": []})
     for path in ("/apis", CUSTOM):
         t = time.perf_counter()
         out.record("discovery", t, await client.get(path))
-    queue: asyncio.Queue[Workload] = asyncio.Queue()
-    for w in fleet:
-        queue.put_nowait(w)
-
-    async def worker() -> None:
-        while not queue.empty():
-            w = queue.get_nowait()
-            for kind, (path, params) in (("pods", w.pods_path()), ("object", w.object_path())):
-                t = time.perf_counter()
-                out.record(kind, t, await client.get(path, params=params))
-
-    await asyncio.gather(*(worker() for _ in range(WORKERS)))
     out.seconds = time.perf_counter() - began
-    return out
+
+    def ask(w: Workload) -> list[tuple[str, Awaitable[httpx.Response]]]:
+        return [(kind, client.get(path, params=params))
+                for kind, (path, params) in (("pods", w.pods_path()), ("object", w.object_path()))]
+
+    return await fleet_round(fleet, ask, out)
 
 
 async def prometheus_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Round:
     """The baseline: the same workers POSTing each HPA's PromQL straight to Prometheus."""
-    began = time.perf_counter()
-    out = Round(0.0, {"pods": [], "object": []})
-    queue: asyncio.Queue[Workload] = asyncio.Queue()
-    for w in fleet:
-        queue.put_nowait(w)
 
-    async def worker() -> None:
-        while not queue.empty():
-            w = queue.get_nowait()
-            for kind, promql in (("pods", w.pods_promql()), ("object", w.object_promql())):
-                t = time.perf_counter()
-                response = await client.post("/api/v1/query", data={"query": promql},
-                                             headers={"Accept-Encoding": "identity"})
-                out.latencies[kind].append(time.perf_counter() - t)
-                out.failures += response.status_code != 200 or not response.json()["data"]["result"]
+    def ask(w: Workload) -> list[tuple[str, Awaitable[httpx.Response]]]:
+        return [(kind, client.post("/api/v1/query", data={"query": promql}, headers={"Accept-Encoding": "identity"}))
+                for kind, promql in (("pods", w.pods_promql()), ("object", w.object_promql()))]
 
-    await asyncio.gather(*(worker() for _ in range(WORKERS)))
-    out.seconds = time.perf_counter() - began
-    return out
+    return await fleet_round(fleet, ask, Round(0.0, {"pods": [], "object": []}))
 
 
 def cpu_seconds(pid: int) -> float:
