@@ -275,18 +275,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
-async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None) -> dict[str, Any]:
+async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, auth: bool = True) -> dict[str, Any]:
     fleet = workloads(n)
     setup_began = time.monotonic()
     cluster = start_cluster(fleet, tmp)
     adapter = None
     try:
         adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"), ["--kubeconfig", cluster.kubeconfig],
-                                 disable_auth=False, ready_timeout=120, cwd=adapter_from)
+                                 disable_auth=not auth, ready_timeout=120, cwd=adapter_from)
         started_rss = rss_of(adapter.proc.pid)
         setup_s = time.monotonic() - setup_began
         measured: list[Round] = []
-        async with hpa_client(adapter.url, cluster.client_cert) as client:
+        async with hpa_client(adapter.url, cluster.client_cert if auth else None) as client:
             warm = await adapter_round(client, fleet)  # the pod watch cache syncs here, as at a controller start
             cpu_before, wall_before = cpu_seconds(adapter.proc.pid), time.monotonic()
             next_round = time.monotonic()
@@ -345,12 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter-from", type=Path, default=None, metavar="DIR",
                         help="run the adapter from another checkout (e.g. a worktree of an older commit)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--no-auth", action="store_true",
+                        help="the adapter with --disable-auth: what delegated authorisation costs, by difference")
     args = parser.parse_args(argv)
     print(f"bench/fleet.py: {os.cpu_count()} CPUs; adapter from {args.adapter_from or ROOT}")
     results = []
     for n in (int(x) for x in args.workloads.split(",")):
         with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
-            result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from))
+            result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from, auth=not args.no_auth))
         report(result)
         results.append(result)
     if args.json:

@@ -18,6 +18,7 @@ import pytest
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig
 from adapter.server.logs import configure_logging
 from tests.support.adapter_process import AdapterProcess
+from tests.support.handler_server import HandlerServer
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
@@ -29,7 +30,7 @@ def stream() -> Iterator[io.StringIO]:
     """Configure logging into a buffer, and put the process-wide logging state back afterwards."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
-    names = ("adapter", "adapter.access", "adapter.promql", "httpx", "httpcore")
+    names = ("adapter", "adapter.access", "adapter.promql")
     levels = {name: logging.getLogger(name).level for name in names}
     buffer = io.StringIO()
     yield buffer
@@ -75,7 +76,7 @@ def test_verbosity_levels(stream: io.StringIO, v: int, access: bool, debug: bool
     assert logging.getLogger("adapter.discovery").isEnabledFor(logging.DEBUG) is debug
     assert logging.getLogger("adapter.promql").isEnabledFor(logging.DEBUG) is promql
     assert logging.getLogger("adapter.discovery").isEnabledFor(logging.INFO)
-    assert not logging.getLogger("httpcore").isEnabledFor(logging.DEBUG)  # no third-party debug flood
+    assert not logging.getLogger("aiohttp.client").isEnabledFor(logging.DEBUG)  # no third-party debug flood
 
 
 @pytest.fixture(scope="module")
@@ -133,17 +134,21 @@ def test_a_bad_logging_format_is_a_one_line_usage_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("v", "logged"), [(4, False), (6, True)])
 def test_every_prometheus_request_url_is_logged_at_v6(stream: io.StringIO, v: int, logged: bool) -> None:
-    """``--v 6`` promises every Prometheus request URL: the client's requests, through httpx's logger."""
+    """``--v 6`` promises every Prometheus request URL: each request the client sends, one line."""
     configure_logging(v, "json", stream)
     answer = {"status": "success", "data": {"resultType": "vector", "result": []}}
 
+    async def respond(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=answer)
+
     async def query() -> None:
-        client = PrometheusClient(PrometheusConfig(url="http://prometheus.test:9090/prefix"),
-                                  transport=httpx.MockTransport(lambda _: httpx.Response(200, json=answer)))
-        try:
-            await client.query('up{job="dcgm"}')
-        finally:
-            await client.aclose()
+        async with HandlerServer(respond) as server:
+            client = PrometheusClient(PrometheusConfig(url="http://prometheus.test:9090/prefix"),
+                                      resolver=server.resolver)
+            try:
+                await client.query('up{job="dcgm"}')
+            finally:
+                await client.aclose()
 
     asyncio.run(query())
     url = "http://prometheus.test:9090/prefix/api/v1/query"

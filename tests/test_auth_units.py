@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 
 import pytest
+from cryptography import x509
 
 from adapter.auth.attributes import (
     NonResourceAttributes,
@@ -191,6 +193,36 @@ def test_ordinary_client_certificate_is_a_user() -> None:
     authn = _run(_authenticator().authenticate(cert.cert_pem.decode(), []))
     assert (authn.method, authn.user.name, authn.user.groups) == ("x509", "carol", ("ops", "devs",
                                                                                      "system:authenticated"))
+
+
+def test_a_certificate_is_judged_once_per_ca_bundle_and_never_past_its_expiry() -> None:
+    """The aggregator presents one certificate on every request: its signature is checked once, not per request;
+    a rotated bundle without its CA refuses it at once, and so does its own not-after."""
+    cas = [from_configmap(_configmap())]
+    now = [dt.datetime.now(dt.UTC)]
+    checks = []
+    authn = Authenticator(lambda: cas[0], FakeTokens(), clock=lambda: now[0])
+    headers = _headers(("X-Remote-User", "system:serviceaccount:kube-system:horizontal-pod-autoscaler"))
+    real_check = x509.Certificate.verify_directly_issued_by
+
+    def counted(cert: x509.Certificate, issuer: x509.Certificate) -> None:
+        checks.append(cert.subject)
+        real_check(cert, issuer)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(x509.Certificate, "verify_directly_issued_by", counted)
+        for _ in range(5):
+            assert _run(authn.authenticate(PROXY_CERT.cert_pem.decode(), headers)).method == "frontproxy"
+        assert len(checks) == 1
+        rotated = _configmap(**{"requestheader-client-ca-file": OTHER_CA.cert_pem.decode()})
+        cas[0] = from_configmap(rotated)  # a bundle without the proxy's CA
+        with pytest.raises(Unauthenticated, match="not trusted"):
+            _run(authn.authenticate(PROXY_CERT.cert_pem.decode(), headers))
+        cas[0] = from_configmap(_configmap())
+        assert _run(authn.authenticate(PROXY_CERT.cert_pem.decode(), headers)).method == "frontproxy"
+        now[0] = PROXY_CERT.cert.not_valid_after_utc + dt.timedelta(seconds=1)
+        with pytest.raises(Unauthenticated, match="not trusted"):
+            _run(authn.authenticate(PROXY_CERT.cert_pem.decode(), headers))
 
 
 def test_bearer_tokens_are_reviewed_once_per_ttl_and_bad_ones_get_401() -> None:

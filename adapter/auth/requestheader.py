@@ -151,9 +151,9 @@ def organisations(cert: x509.Certificate) -> tuple[str, ...]:
     return tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
 
 
-def front_proxy_allowed(cert: x509.Certificate, config: RequestHeaderConfig) -> bool:
+def front_proxy_allowed(cert: x509.Certificate, config: RequestHeaderConfig, now: dt.datetime | None = None) -> bool:
     """Signed by the requestheader CA, and CN in the allowed names unless that list is empty."""
-    if not issuing_ca(cert, config.cas):
+    if not issuing_ca(cert, config.cas, now):
         return False
     return not config.allowed_names or common_name(cert) in config.allowed_names
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import ssl
 
-import httpx
+from yarl import URL
 
 from adapter.cli import goflag
 from adapter.cli.flags import Options, UsageError
@@ -93,8 +93,8 @@ def prometheus_settings(url: str, verb: str, timeout: str, token_file: str | Non
     if bool(cert_file) != bool(key_file):
         raise UsageError("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file go together")
     try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL:
+        parsed = URL(url)
+    except ValueError:
         parsed = None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
         raise UsageError(f"--prometheus-url {url!r}: expected an http:// or https:// URL with a host")

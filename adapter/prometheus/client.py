@@ -1,27 +1,37 @@
-"""The one place that talks to Prometheus: instant queries, series lists and targets, over ``httpx.AsyncClient``.
+"""The one place that talks to Prometheus: instant queries, series lists and targets, over ``aiohttp``.
 
 One client per adapter: its connection pool keeps connections to Prometheus alive between the HPAs' requests. The
-environment's HTTP(S)_PROXY, ALL_PROXY and NO_PROXY apply, as for any httpx client. Every failure is a
-``PrometheusError``: ``PrometheusUnavailable`` (down, slow, 5xx: the API answers 503 and the HPA keeps its scale)
-or ``QueryFailed`` (Prometheus refused the query: a bad rule). Neither ever becomes a value.
+environment's HTTP(S)_PROXY and NO_PROXY apply. Every failure is a ``PrometheusError``: ``PrometheusUnavailable``
+(down, slow, 5xx: the API answers 503 and the HPA keeps its scale) or ``QueryFailed`` (Prometheus refused the query:
+a bad rule). Neither ever becomes a value.
+
+Why aiohttp and not httpx: every HPA request waits for a query, and with an HPA fleet the adapter's CPU is mostly
+these queries. Measured side by side (docs/performance.md, bench/fleet.py), httpx's client spent about four times
+aiohttp's CPU per query here: it writes a request's head and body in two system calls and polls the pooled
+connection's socket before each reuse.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import re
 import ssl
-from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-import httpx
+import aiohttp
 import orjson
+from yarl import URL
 
 from clikit.durations import DurationError, parse_prometheus_duration
+
+request_log = logging.getLogger("adapter.promql")  # every request's URL, with the rendered PromQL, at --v 6
 
 SeriesShape = tuple[str, frozenset[str]]
 """A series reduced to its metric name and the names of its other labels."""
@@ -84,12 +94,12 @@ def header_value_ok(value: str) -> bool:
 
 
 # Queries and series lists ask for an uncompressed answer. Prometheus gzips every API answer whose client accepts it
-# (httpx asks by default), at a CPU cost on both sides that a cluster network does not repay.
+# (aiohttp asks by default), at a CPU cost on both sides that a cluster network does not repay.
 _UNCOMPRESSED = {"Accept-Encoding": "identity"}
-_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+_MAX_CONNECTIONS = 64
 
 
-class BearerTokenFile(httpx.Auth):
+class BearerTokenFile:
     """``Authorization: Bearer`` from a file re-read whenever it changes (projected service-account tokens
     rotate); a file that cannot be read or sent makes the request ``PrometheusUnavailable``."""
 
@@ -97,10 +107,6 @@ class BearerTokenFile(httpx.Auth):
         self.path = path
         self._stamp: tuple[int, int] | None = None
         self._token = ""
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self.token()}"
-        yield request
 
     def token(self) -> str:
         try:
@@ -134,30 +140,45 @@ def tls_context(config: PrometheusConfig) -> ssl.SSLContext:
     return context
 
 
-class PrometheusClient:
-    """``transport`` replaces the network (tests); otherwise httpx's own, with this config's TLS."""
+def env_proxy(url: URL) -> str | None:
+    """The proxy for ``url`` from HTTP_PROXY/HTTPS_PROXY/ALL_PROXY (either case), unless NO_PROXY exempts it: what
+    curl and httpx do (aiohttp's own ``trust_env`` ignores ALL_PROXY)."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(url.host or "", proxies):
+        return None
+    return proxy
 
-    def __init__(self, config: PrometheusConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+
+class PrometheusClient:
+    """``resolver`` decides where host names resolve (tests point every host at a local server)."""
+
+    def __init__(self, config: PrometheusConfig, resolver: aiohttp.abc.AbstractResolver | None = None) -> None:
         self.config = config
         pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
-        headers = list(pairs)
-        for name, value in headers:  # the CLI says so first (prometheus_headers); the value is never shown
+        self._headers = list(pairs)
+        for name, value in self._headers:  # the CLI says so first (prometheus_headers); the value is never shown
             if not header_name_ok(name) or not header_value_ok(value):
                 raise ValueError(f"Prometheus header {name!r}: expected a token name and a printable ASCII value")
         # An Authorization header given with --prometheus-header wins over the token file, as upstream's bearer
         # round tripper leaves a request that already has one alone.
-        header_authorizes = any(name.lower() == "authorization" for name, _ in headers)
-        auth = BearerTokenFile(config.bearer_token_file) if config.bearer_token_file and not header_authorizes else None
-        url = httpx.URL(config.url)
-        self._http = httpx.AsyncClient(
-            base_url=url.copy_with(query=None, fragment=None),
-            params=url.params,  # e.g. VictoriaMetrics' extra_label=..., on every call
-            headers=headers, auth=auth, timeout=config.timeout_s, limits=_LIMITS, transport=transport,
-            verify=tls_context(config) if transport is None else True)
+        header_authorizes = any(name.lower() == "authorization" for name, _ in self._headers)
+        self._token = (BearerTokenFile(config.bearer_token_file)
+                       if config.bearer_token_file and not header_authorizes else None)
+        url = URL(config.url)
+        self._base = str(url.with_query(None).with_fragment(None)).rstrip("/")
+        self._base_params = list(url.query.items())  # e.g. VictoriaMetrics' extra_label=..., on every call
+        self._proxy = env_proxy(url)
+        self._tls = tls_context(config) if url.scheme == "https" else None
+        self._resolver = resolver
+        self._session: aiohttp.ClientSession | None = None  # made in the event loop that first uses it
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.queries_total = 0
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def query(self, promql: str, at: float | None = None) -> list[Sample]:
         """Instant query; a vector becomes one Sample per series, a scalar one Sample without labels."""
@@ -220,31 +241,61 @@ class PrometheusClient:
         # Prometheus durations take no decimals: whole milliseconds.
         return f"{max(int(self.config.timeout_s * 900), 100)}ms"
 
+    def _http(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._loop = loop
+            connector = aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, ssl=self._tls if self._tls else True,
+                                             resolver=self._resolver)
+            # auto_decompress: an answer compressed although identity was asked for is still decoded.
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=True)
+        return self._session
+
+    def _request_headers(self, extra: Mapping[str, str] | None) -> list[tuple[str, str]]:
+        headers = [*self._headers, *(extra or {}).items()]
+        if self._token is not None:
+            headers.append(("Authorization", f"Bearer {self._token.token()}"))
+        return headers
+
     async def _call(self, path: str, params: Mapping[str, Any], method: str | None = None,
                     headers: Mapping[str, str] | None = None,
                     object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
         method = method or self.config.method
-        request = (self._http.build_request("POST", path, data=params, headers=headers) if method == "POST"
-                   else self._http.build_request("GET", path, params=params, headers=headers))
+        fields = _pairs(params)
+        request: dict[str, Any] = {"headers": self._request_headers(headers), "proxy": self._proxy}
+        if method == "POST":
+            request |= {"params": self._base_params, "data": fields}
+        else:
+            request["params"] = [*self._base_params, *fields]
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("Prometheus request: %s %s", method, URL(self._base + path).with_query(request["params"]))
         try:
             async with asyncio.timeout(self.config.timeout_s):  # connecting, waiting and reading, all together
-                response = await self._http.send(request, stream=True)
-                try:
-                    body = await _read_capped(response.aiter_bytes())
-                finally:
-                    await response.aclose()
-        except (TimeoutError, httpx.TimeoutException):
+                status, body = await self._exchange(method, self._base + path, request)
+        except TimeoutError:
             raise PrometheusUnavailable(f"Prometheus did not answer within {self.config.timeout_s:g}s") from None
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             raise PrometheusUnavailable(f"Prometheus unreachable: {exc.__class__.__name__}: {exc}") from None
         if object_hook is None:
-            return _decode(response.status_code, body)
-        return await asyncio.to_thread(_decode, response.status_code, body, object_hook)  # megabytes
+            return _decode(status, body)
+        return await asyncio.to_thread(_decode, status, body, object_hook)  # megabytes
+
+    async def _exchange(self, method: str, url: str, request: dict[str, Any]) -> tuple[int, bytes]:
+        """One request; sent again once when a kept-alive connection turns out closed before any answer (the
+        server may close an idle connection just as it is reused; a query changes nothing, so that is safe)."""
+        for attempt in (1, 2):
+            try:
+                async with self._http().request(method, url, **request) as response:
+                    return response.status, await _read_capped(response)
+            except aiohttp.ServerDisconnectedError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
 
-async def _read_capped(chunks: AsyncIterator[bytes]) -> bytes:
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     parts, size = [], 0
-    async for chunk in chunks:
+    async for chunk in response.content.iter_chunked(1 << 16):
         size += len(chunk)
         if size > MAX_ANSWER_BYTES:
             raise PrometheusUnavailable(f"Prometheus' answer is larger than {MAX_ANSWER_BYTES // 2**20} MiB")
@@ -264,3 +315,9 @@ def _decode(status: int, raw: bytes, object_hook: Callable[[dict[str, Any]], Any
     if status in (400, 422):
         raise QueryFailed(f"Prometheus rejected the query: {detail}")
     raise PrometheusUnavailable(f"Prometheus answered {status}: {detail}")
+
+
+def _pairs(params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Form or query fields; a list value repeats its key (``match[]``)."""
+    return [(key, str(v)) for key, value in params.items()
+            for v in (value if isinstance(value, list | tuple) else [value])]

@@ -1,8 +1,8 @@
 """Logging for ``gpu-adapter``: ``--logging-format text|json`` and ``--v`` verbosity.
 
 ``--v``: 0 info; 2 adds one access line per API request (logger ``adapter.access``); 4 debug; 6 adds every
-rendered PromQL (logger ``adapter.promql``) and every Prometheus request URL (httpx's own ``httpx`` logger, one
-line per request the Prometheus client sends). Key/value context is passed
+rendered PromQL and every Prometheus request URL (logger ``adapter.promql``, one line per request the Prometheus
+client sends). Key/value context is passed
 with ``extra={...}``: JSON puts it beside the standard keys, text appends it as ``key=value``.
 """
 
@@ -73,9 +73,7 @@ def configure_logging(v: int, fmt: str = "text", stream: TextIO | None = None) -
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    # Our own loggers go to debug at 4; third-party ones (httpx, asyncio) stay at info and above.
+    # Our own loggers go to debug at 4; third-party ones (aiohttp, asyncio) stay at info and above.
     logging.getLogger("adapter").setLevel(logging.DEBUG if v >= 4 else logging.INFO)
     logging.getLogger("adapter.access").setLevel(logging.INFO if v >= 2 else logging.WARNING)
     logging.getLogger("adapter.promql").setLevel(logging.DEBUG if v >= 6 else logging.INFO)
-    logging.getLogger("httpx").setLevel(logging.INFO if v >= 6 else logging.WARNING)  # one line per request
-    logging.getLogger("httpcore").setLevel(logging.WARNING)
