@@ -517,3 +517,9 @@ def main(argv: list[str] | None = None) -> None:
 def _upstream_spellings(args: list[str]) -> list[str]:
     """``serve`` takes prometheus-adapter's command line as written (adapter.upstream_flags)."""
     return ["serve", *translate(args[1:])] if args[:1] == ["serve"] else args
+
+
+# `gpu-adapter check-install` (the chart's `helm test`): adapter/install_check.py.
+from adapter.install_check import check_install  # noqa: E402
+
+app.command("check-install")(check_install)
