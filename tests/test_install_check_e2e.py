@@ -74,6 +74,38 @@ def endpoint_slice(service: str, port_name: str, port: int, pod_obj: dict[str, A
                                          "uid": meta["uid"]}}]}
 
 
+def endpoints(service: str, port_name: str, port: int, pod_obj: dict[str, Any]) -> dict[str, Any]:
+    """The same as a (legacy) Endpoints object, which annotation-driven scrape jobs (role: endpoints) read."""
+    meta = pod_obj["metadata"]
+    return {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": service, "namespace": NAMESPACE},
+            "subsets": [{"addresses": [{"ip": "127.0.0.1", "nodeName": pod_obj["spec"]["nodeName"],
+                                        "targetRef": {"kind": "Pod", "namespace": meta["namespace"],
+                                                      "name": meta["name"], "uid": meta["uid"]}}],
+                         "ports": [{"name": port_name, "port": port, "protocol": "TCP"}]}]}
+
+
+# An annotation-driven job as the prometheus-community chart's kubernetes-service-endpoints job is written (its
+# values.yaml): Services annotated prometheus.io/scrape "true", scheme/path/port from the annotations,
+# honor_labels: true, namespace/service/node as target labels (its labelmap of the Service's labels left out).
+ANNOTATION_JOB = {
+    "job_name": "kubernetes-service-endpoints", "honor_labels": True, "scrape_interval": "1s",
+    "scrape_timeout": "1s", "kubernetes_sd_configs": [{"role": "endpoints"}],
+    "relabel_configs": [
+        {"source_labels": ["__meta_kubernetes_service_annotation_prometheus_io_scrape"], "action": "keep",
+         "regex": "true"},
+        {"source_labels": ["__meta_kubernetes_service_annotation_prometheus_io_scheme"], "action": "replace",
+         "target_label": "__scheme__", "regex": "(https?)"},
+        {"source_labels": ["__meta_kubernetes_service_annotation_prometheus_io_path"], "action": "replace",
+         "target_label": "__metrics_path__", "regex": "(.+)"},
+        {"source_labels": ["__address__", "__meta_kubernetes_service_annotation_prometheus_io_port"],
+         "action": "replace", "target_label": "__address__", "regex": "(.+?)(?::\\d+)?;(\\d+)",
+         "replacement": "$1:$2"},
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_service_name"], "target_label": "service"},
+        {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+    ]}
+
+
 def run_check(cluster: Cluster, *args: str, replace: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The pod's command against the fake API; it checks once (the chart's pod waits test.waitSeconds)."""
     command = cluster.check_args
@@ -87,11 +119,14 @@ def run_check(cluster: Cluster, *args: str, replace: dict[str, str] | None = Non
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("bare-cluster")
-    docs = render(api_versions=())
+    exporter = MetricsEndpoint(EXPOSITION)
+    exporter_port = int(exporter.address.rsplit(":", 1)[1])
+    # The exporter listens where the chart says it does (its container port, Service and annotations).
+    docs = render(None, f"exporter.service.port={exporter_port}", api_versions=())
     fake = FakeKube()
     fake.register("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+    fake.register("", "v1", "endpoints", "Endpoints")
     fake.register(*APISERVICES, "APIService", namespaced=False)
-    exporter = MetricsEndpoint(EXPOSITION)
     exporter_service = one(docs, "Service", "dcgm-exporter")
     adapter_service = one(docs, "Service", f"{RELEASE}-gpu-autoscaler-adapter")
     for service in (exporter_service, adapter_service):
@@ -101,7 +136,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     exporter_pod["status"]["podIP"] = "127.0.0.1"
     exporter_pod = fake.put("", "v1", "pods", exporter_pod)
     fake.put("discovery.k8s.io", "v1", "endpointslices",
-             endpoint_slice("dcgm-exporter", "metrics", int(exporter.address.rsplit(":", 1)[1]), exporter_pod))
+             endpoint_slice("dcgm-exporter", "metrics", exporter_port, exporter_pod))
+    fake.put("", "v1", "endpoints", endpoints("dcgm-exporter", "metrics", exporter_port, exporter_pod))
     fake.start()
     jobs = yaml.safe_load((REPO / "docs" / "prometheus" / "scrape-configs.yaml").read_text())["scrape_configs"]
     for job in jobs:
@@ -144,6 +180,26 @@ def test_the_docs_scrape_jobs_label_the_series_as_the_servicemonitor_does(cluste
     assert up[0]["metric"]["service"] == f"{RELEASE}-gpu-autoscaler-adapter"
     adapter = [t for t in cluster.vm.targets() if t["labels"]["job"] == "gpu-autoscaler-adapter"]
     assert [t["scrapeUrl"] for t in adapter] == [f"{cluster.adapter.url}/metrics"]
+
+
+def test_the_services_annotations_get_the_exporter_scraped_by_an_annotation_driven_prometheus(cluster):
+    """Zero configuration on a plain Prometheus: its annotation job finds the exporter's Service (and only it: the
+    adapter's Service is not annotated by default) and the series carry the `service` label the EKS guide's Object
+    metric needs."""
+    job = copy.deepcopy(ANNOTATION_JOB)
+    job["kubernetes_sd_configs"][0]["api_server"] = cluster.fake.url
+    vm = VictoriaMetricsServer([], scrape_configs=[job])
+    try:
+        series = {s["metric"]["gpu"]: s["metric"] for s in vm.wait_for("DCGM_FI_DEV_GPU_UTIL")}
+        targets = vm.targets()
+    finally:
+        vm.stop()
+    assert [t["labels"]["service"] for t in targets] == ["dcgm-exporter"]
+    assert {k: series["0"][k] for k in ("job", "service", "node", "namespace", "pod")} == {
+        "job": "kubernetes-service-endpoints", "service": "dcgm-exporter", "node": "gpu-node-1", "namespace": "ml",
+        "pod": "infer-0"}
+    # The idle GPU gets the Service's namespace from the target (the ServiceMonitor drops it); no pod.
+    assert series["1"]["namespace"] == NAMESPACE and "pod" not in series["1"]
 
 
 def test_helm_test_passes_when_everything_answers(cluster):
