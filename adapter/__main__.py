@@ -1,3 +1,3 @@
-from adapter.cli import main
+from adapter.cli.main import main
 
 main()

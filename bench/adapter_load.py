@@ -19,7 +19,7 @@ baseline measured in the same run (timings are never asserted):
    the adapter's TLS context) that forwards the same PromQL to Prometheus over a kept-alive connection, reads the
    answer without decoding it and replies with the adapter's pre-encoded document;
 2. throughput of the request mix at ``--clients`` connections, against a bare uvicorn + FastAPI app with the
-   adapter's TLS context and protocol class (``adapter.serving``) answering each path with the same JSON document
+   adapter's TLS context and protocol class (``adapter.server.serving``) answering each path with the same JSON document
    the adapter answered: ``bare`` serialises it per request with orjson (the adapter's encoder; the goal's
    baseline: adapter >= 60 % of bare), ``bare_stdlib`` with FastAPI's default ``JSONResponse`` (the standard
    library's json), ``bare_bytes`` sends it pre-encoded (the floor);
@@ -91,7 +91,7 @@ import orjson
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from adapter.serving import server_context, uvicorn_config
+from adapter.server.serving import server_context, uvicorn_config
 
 cert, key, port, bodies_file, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 BODIES = json.load(open(bodies_file))
@@ -121,7 +121,7 @@ import asyncio, json, sys
 import uvloop
 sys.path[:0] = ["bench", "."]
 from adapter_load import RawClient
-from adapter.serving import server_context
+from adapter.server.serving import server_context
 
 cert, key, port, routes_file, prometheus = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 ROUTES = json.load(open(routes_file))  # "path?query" -> {"form": the Prometheus query form, "reply": JSON text}

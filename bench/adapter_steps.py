@@ -97,13 +97,13 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
 
     from adapter.api.paths import parse_custom_path
     from adapter.api.serialise import metric_value_list
-    from adapter.app import AdapterState, create_app
-    from adapter.discovery import Discovery
-    from adapter.prometheus import PrometheusClient, PrometheusConfig
-    from adapter.provider import Provider
-    from adapter.querycache import QueryCache
-    from adapter.rules_source import RulesSource
-    from adapter.standalone import StandaloneObjects
+    from adapter.kube.standalone import StandaloneObjects
+    from adapter.prometheus.client import PrometheusClient, PrometheusConfig
+    from adapter.prometheus.discovery import Discovery
+    from adapter.prometheus.querycache import QueryCache
+    from adapter.provider.engine import Provider
+    from adapter.rules.source import RulesSource
+    from adapter.server.app import AdapterState, create_app
 
     client = PrometheusClient(PrometheusConfig(prom_url, timeout_s=10.0))
     rules = RulesSource.load(None)
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="15s")
         last = groups[f"a{args.sizes[-1]}"][-1]
         prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL{{namespace="{NAMESPACE}",pod="{last}"}}', timeout=60)
-        import uvloop  # the adapter's event loop (adapter.serving)
+        import uvloop  # the adapter's event loop (adapter.server.serving)
 
         rows = uvloop.run(measure(args, prom.url, objects_file))
     finally:

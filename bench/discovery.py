@@ -231,7 +231,8 @@ def report(res: dict[str, Any]) -> None:
         ("relist / Prometheus", f"{(sorted(relists)[len(relists) // 2]) / raw['wall_s']:.2f}x", "median relist"),
         ("adapter start to ready", f"{d['ready_s']:.2f} s", "process start, imports, first relist"),
         ("custom metrics discovered", f"{d['custom_metrics']:.0f}", f"{d['api_resources']} API resources"),
-        ("import-only interpreter RSS", mib(res["import_rss"]), "python -c 'import adapter.cli, adapter.app'"),
+        ("import-only interpreter RSS", mib(res["import_rss"]),
+         "python -c 'import adapter.cli.main, adapter.server.app'"),
         ("adapter RSS after start-up", mib(d["started_rss"]),
          f"ready, first relist, {res['kube_pods']:,}-pod watch cache synced; rules matching nothing: "
          f"{mib(base['started_rss'])}"),

@@ -21,7 +21,7 @@ MIB = 1024 * 1024
 
 # What `gpu-adapter serve` imports before it reads its flags; run in a fresh interpreter.
 _IMPORT_ONLY = """
-import adapter.cli, adapter.app
+import adapter.cli.main, adapter.server.app
 for line in open("/proc/self/status"):
     if line.startswith("VmRSS:"):
         print(int(line.split()[1]) * 1024)

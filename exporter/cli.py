@@ -17,13 +17,13 @@ from typing import Any
 import typer
 
 import clikit
-from exporter.backends.base import Backend, BackendUnavailable
+from clikit.durations import DurationError
+from clikit.durations import parse_go_duration as parse_duration
 from exporter.collector import Collector, CollectorOptions, PodAttribution
 from exporter.counters import Counter, CountersError, parse_counters
 from exporter.counters_source import CountersReloader, CountersSource
 from exporter.dcgm_config_file import ConfigFile, ConfigFileError, load_config_file
 from exporter.dcgm_flags import FlagError, Parsed, parse, usage
-from exporter.goduration import DurationError, parse_duration
 from exporter.kube_client import KubeClientError
 from exporter.kube_features import KubeAccess, counters_source, pod_metadata
 from exporter.pod_directory import KubeletLogDirectory, PodDirectory
@@ -31,17 +31,10 @@ from exporter.pod_metadata_labels import PodLabelPolicy, compile_allowlist, spli
 from exporter.process_attribution import ProcessAttribution
 from exporter.procfs import ProcFs
 from exporter.server import AddressError, MetricsServer, Serving
+from exporter.startup import StartupError, open_backend
 from exporter.web_config import WebConfigError, WebGuard
 
 log = logging.getLogger("exporter")
-
-
-class StartupError(Exception):
-    """A one-line reason the exporter cannot start."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
@@ -200,29 +193,6 @@ def pod_directory(source: str, kubelet_logs_dir: str, kube: KubeAccess) -> PodDi
         return kube.pod_directory(node)
     except KubeClientError as exc:
         raise StartupError(f"--pod-identity-source kubernetes-api: {exc}") from None
-
-
-def open_backend(name: str, fake_gpu_count: int, fake_state: str | None, fake_seed: str,
-                 interval_s: float = 1.0, *, accept_fake_gpus: bool = False) -> Backend:
-    if name == "fake":
-        from exporter.backends.fake import FakeBackend, FakeStateError
-
-        fake = FakeBackend(fake_gpu_count, fake_state, seed=fake_seed)
-        try:
-            fake.open()
-        except FakeStateError as exc:
-            raise StartupError(str(exc)) from None
-        return fake
-    from exporter.backends.nvml import NvmlBackend, NvmlMissing
-
-    nvml = NvmlBackend(gpm_min_gap_s=interval_s, accept_fake_gpus=accept_fake_gpus)
-    try:
-        nvml.open()
-    except NvmlMissing as exc:
-        raise StartupError(str(exc), code=1) from None
-    except BackendUnavailable as exc:
-        log.error("%s; serving /health 503 and retrying every collection", exc)
-    return nvml
 
 
 def _stop_on_signal() -> threading.Event:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.goduration import DurationError, parse_duration
+from clikit.durations import DurationError
+from clikit.durations import parse_go_duration as parse_duration
 from exporter.yaml_file import load_yaml, strict_mapping
 
 

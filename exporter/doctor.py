@@ -22,11 +22,11 @@ from typing import Annotated, Any
 import typer
 
 from exporter.backends.base import Backend
-from exporter.cli import StartupError, open_backend
 from exporter.collector import Collector, CollectorOptions
 from exporter.counters import Counter
 from exporter.fields import FIELDS
 from exporter.smi_compare import IDENTITY, PAIRS, Pair, Status, Verdict, judge, ours_of, parse_rows
+from exporter.startup import StartupError, open_backend
 
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _IDENTITY_LABELS = ("modelName", "pci_bus_id")

@@ -213,7 +213,7 @@ def load_web_config(path: str) -> WebConfig:
         config.users[str(user)] = str(hashed).encode()
     rate = _mapping(top.get("rate_limit"), f"{path}: rate_limit", {"interval", "burst"})
     if rate.get("interval"):
-        from exporter.goduration import parse_duration
+        from clikit.durations import parse_go_duration as parse_duration
 
         config.rate_interval_s = parse_duration(str(rate["interval"]), f"{path}: rate_limit.interval")
         config.rate_burst = int(rate.get("burst") or 0)

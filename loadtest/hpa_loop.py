@@ -1,18 +1,47 @@
-"""An HPA controller loop for Pods metrics: read each from the metrics API, decide with :mod:`loadtest.hpa`, and
-scale a workload. The decision logic is entirely ``loadtest.hpa.Autoscaler`` (several metrics: the largest
-proposal, as the controller takes); this module only does the I/O."""
+"""An HPA controller loop: read each metric from the metrics APIs, decide with :mod:`loadtest.hpa`, and scale a
+workload. The decision logic is entirely ``loadtest.hpa.Autoscaler`` (several metrics: the largest proposal, as the
+controller takes; scale to zero and back when ``minReplicas`` is 0); this module only does the I/O.
+
+Pods metrics come from custom.metrics.k8s.io for the workload's pods; Object metrics from custom.metrics.k8s.io for
+the described object (its ``Kind`` mapped to a resource by ``object_resources``); External metrics from
+external.metrics.k8s.io with the metric's selector. Object and External metrics are the ones that can wake a
+workload at 0 replicas.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from loadtest.hpa import Autoscaler, FetchError, MetricType, Observations, Pod, PodValues, Reading
+from loadtest.hpa import (
+    Autoscaler,
+    Decision,
+    ExternalValues,
+    FetchError,
+    MetricSpec,
+    MetricType,
+    ObjectValue,
+    Observations,
+    Pod,
+    PodValues,
+    Reading,
+)
 from loadtest.metrics_api import CustomMetricsClient, MetricsApiError
 from loadtest.timeline import SyncRecord
 
-__all__ = ["HpaLoop", "Workload"]
+__all__ = ["OBJECT_RESOURCES", "HpaLoop", "Workload"]
+
+# Kind -> the resource (with its API group) in a custom.metrics.k8s.io object path, as the controller's RESTMapper
+# resolves it. A CRD (an InferencePool, say) is added with ``HpaLoop(object_resources=...)``.
+OBJECT_RESOURCES: Mapping[str, str] = {
+    "Namespace": "namespaces",
+    "Pod": "pods",
+    "Service": "services",
+    "Deployment": "deployments.apps",
+    "StatefulSet": "statefulsets.apps",
+    "ReplicaSet": "replicasets.apps",
+}
 
 
 class Workload(Protocol):
@@ -28,9 +57,17 @@ class Workload(Protocol):
 
 class HpaLoop:
     def __init__(self, autoscaler: Autoscaler, metrics: CustomMetricsClient, workload: Workload, *,
-                 namespace: str, selector: str, clock: Callable[[], float]) -> None:
-        if not autoscaler.spec.metrics or any(m.type is not MetricType.PODS for m in autoscaler.spec.metrics):
-            raise ValueError("HpaLoop drives Pods metrics")
+                 namespace: str, selector: str, clock: Callable[[], float],
+                 object_resources: Mapping[str, str] | None = None) -> None:
+        self.object_resources = {**OBJECT_RESOURCES, **(object_resources or {})}
+        for metric in autoscaler.spec.metrics:
+            if metric.type is MetricType.RESOURCE:
+                raise ValueError(f"metric {metric.name!r}: HpaLoop reads Pods, Object and External metrics; a "
+                                 "Resource metric comes from metrics.k8s.io, which it does not read")
+            kind = metric.described_object.partition("/")[0]
+            if metric.type is MetricType.OBJECT and kind not in self.object_resources:
+                raise ValueError(f"metric {metric.name!r}: no resource known for kind {kind!r}; pass "
+                                 f"object_resources={{{kind!r}: '<plural>.<group>'}}")
         self.autoscaler = autoscaler
         self.metrics = metrics
         self.workload = workload
@@ -38,32 +75,49 @@ class HpaLoop:
         self.selector = selector
         self.clock = clock
         self.history: list[SyncRecord] = []
+        self.last_decision: Decision | None = None
 
     @property
     def metric_names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.autoscaler.spec.metrics)
 
     async def read(self) -> dict[str, Reading]:
-        """One fetch as the controller does it: discovery, then the Pods request of each metric (by its key)."""
-        try:
-            version = await self.metrics.preferred_version()
-        except MetricsApiError as exc:
-            return {m.key: FetchError(str(exc)) for m in self.autoscaler.spec.metrics}
+        """One fetch as the controller does it: discovery for the custom metrics API (when a Pods or Object metric
+        needs it), then each metric's request (by its key)."""
+        version: str | FetchError | None = None
+        if any(m.type is not MetricType.EXTERNAL for m in self.autoscaler.spec.metrics):
+            try:
+                version = await self.metrics.preferred_version()
+            except MetricsApiError as exc:
+                version = FetchError(str(exc))
         readings: dict[str, Reading] = {}
         for metric in self.autoscaler.spec.metrics:
+            if isinstance(version, FetchError) and metric.type is not MetricType.EXTERNAL:
+                readings[metric.key] = version
+                continue
             try:
-                values = await self.metrics.pods_metric(version, self.namespace, metric.name, self.selector)
+                readings[metric.key] = await self._read_one(metric, version or "")
             except MetricsApiError as exc:
                 readings[metric.key] = FetchError(str(exc))
-            else:
-                readings[metric.key] = PodValues.from_quantities(values)
         return readings
+
+    async def _read_one(self, metric: MetricSpec, version: str) -> Reading:
+        if metric.type is MetricType.PODS:
+            return PodValues.from_quantities(await self.metrics.pods_metric(version, self.namespace, metric.name,
+                                                                             self.selector))
+        if metric.type is MetricType.OBJECT:
+            kind, _, name = metric.described_object.partition("/")
+            return ObjectValue.from_quantity(await self.metrics.object_metric(
+                version, self.namespace, self.object_resources[kind], name, metric.name, metric.selector))
+        return ExternalValues.from_quantities(await self.metrics.external_metric(self.namespace, metric.name,
+                                                                                  metric.selector))
 
     async def sync(self) -> SyncRecord:
         readings = await self.read()
         now = self.clock()
         observed = Observations(self.workload.spec_replicas, readings, self.workload.pods())
         decision = self.autoscaler.reconcile(now, observed)
+        self.last_decision = decision
         if decision.rescale:
             await self.workload.scale(decision.desired)
         seen = {p.metric.name: None if p.current_milli is None else p.current_milli / 1000

@@ -1,15 +1,16 @@
 """Load profiles: a list of segments, each held for some seconds at a rate, or ramping linearly between two rates.
 
 Text form (``gpu-loadtest run --profile``): comma-separated ``DURATION:RATE`` or ``DURATION:FROM..TO`` entries, e.g.
-``"30s:5,60s:50,30s:5"`` or ``"15s:8,10s:8..55,60s:55,10s:55..8,55s:8"``. Durations take ``ms``, ``s``, ``m`` or
-``h`` units and may combine them (``1m30s``); a bare number is seconds. Rates are requests per second.
+``"30s:5,60s:50,30s:5"`` or ``"15s:8,10s:8..55,60s:55,10s:55..8,55s:8"``. Durations are Go durations, as the
+flags' (``1m30s``, ``500ms``); a bare number is seconds. Rates are requests per second.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
+
+from clikit.durations import DurationError, parse_go_duration
 
 __all__ = ["Profile", "ProfileError", "Segment", "parse_duration", "parse_profile", "parse_rate"]
 
@@ -18,20 +19,16 @@ class ProfileError(ValueError):
     """A profile or duration text that cannot be used; the message names the offending part."""
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(text: str) -> float:
-    """``"1m30s" -> 90.0``, ``"500ms" -> 0.5``, ``"20" -> 20.0`` (seconds)."""
+    """Seconds: a Go duration (``1m30s``, ``500ms``) or a plain number of seconds (``20``)."""
     text = text.strip()
     try:
         seconds = float(text)
     except ValueError:
-        parts = _DURATION_PART.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
+        try:
+            seconds = parse_go_duration(text)
+        except DurationError:
             raise ProfileError(f"bad duration {text!r} (expected e.g. 30s, 1m30s, 500ms)") from None
-        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     if not math.isfinite(seconds) or seconds < 0:
         raise ProfileError(f"bad duration {text!r}: must be a finite number of seconds, not negative")
     return seconds

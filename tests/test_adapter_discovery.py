@@ -7,8 +7,8 @@ import asyncio
 import time
 from typing import Any
 
-from adapter.discovery import Discovery
-from adapter.prometheus import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
+from adapter.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
+from adapter.prometheus.discovery import Discovery
 from adapter.rules import gpu_presets
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.metrics_endpoint import MetricsEndpoint

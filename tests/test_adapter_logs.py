@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -11,9 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
-from adapter.logs import configure_logging
+from adapter.prometheus.client import PrometheusClient, PrometheusConfig
+from adapter.server.logs import configure_logging
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
@@ -126,3 +129,23 @@ def test_a_bad_logging_format_is_a_one_line_usage_error(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert out.stderr.strip() == "gpu-adapter: error: --logging-format 'yaml': expected text or json"
+
+
+@pytest.mark.parametrize(("v", "logged"), [(4, False), (6, True)])
+def test_every_prometheus_request_url_is_logged_at_v6(stream: io.StringIO, v: int, logged: bool) -> None:
+    """``--v 6`` promises every Prometheus request URL: the client's requests, through httpx's logger."""
+    configure_logging(v, "json", stream)
+    answer = {"status": "success", "data": {"resultType": "vector", "result": []}}
+
+    async def query() -> None:
+        client = PrometheusClient(PrometheusConfig(url="http://prometheus.test:9090/prefix"),
+                                  transport=httpx.MockTransport(lambda _: httpx.Response(200, json=answer)))
+        try:
+            await client.query('up{job="dcgm"}')
+        finally:
+            await client.aclose()
+
+    asyncio.run(query())
+    url = "http://prometheus.test:9090/prefix/api/v1/query"
+    urls = [r["msg"] for r in map(json.loads, lines(stream)) if url in r["msg"]]
+    assert bool(urls) is logged, lines(stream)

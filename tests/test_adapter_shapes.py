@@ -13,7 +13,7 @@ from adapter.api.serialise import (
     external_metric_value_list,
     metric_value_list,
 )
-from adapter.status import metric_not_found
+from adapter.api.status import metric_not_found
 
 T = calendar.timegm(time.strptime("2025-05-04T12:00:05Z", "%Y-%m-%dT%H:%M:%SZ")) + 0.731
 

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from adapter.app import AdapterState, create_app
 from adapter.auth.authn import Authenticator
 from adapter.auth.authz import Authorizer
 from adapter.auth.delegated import AccessResult, TokenResult
 from adapter.auth.identity import User
 from adapter.auth.middleware import AuthMiddleware, PathMatcher
 from adapter.auth.requestheader import ClientCAs
-from adapter.discovery import Discovery
-from adapter.prometheus import PrometheusConfig, Sample
-from adapter.provider import Provider
+from adapter.prometheus.client import PrometheusConfig, Sample
+from adapter.prometheus.discovery import Discovery
+from adapter.provider.engine import Engine
 from adapter.rules import build_catalogue, gpu_presets
+from adapter.server.app import AdapterState, create_app
 from tests.support.promql_checks import hostile_text
 
 PRESETS = gpu_presets()
@@ -74,8 +74,8 @@ class InProcessClient:
 def _app(prom: RecordingPrometheus) -> InProcessClient:
     discovery = Discovery(prom, lambda: PRESETS)  # type: ignore[arg-type]
     discovery.catalogue = CATALOGUE
-    provider = Provider(prom, lambda: discovery.catalogue)  # type: ignore[arg-type]
-    state = AdapterState(prom, discovery, provider, serve_external=lambda: False)  # type: ignore[arg-type]
+    engine = Engine(prom, lambda: discovery.catalogue)  # type: ignore[arg-type]
+    state = AdapterState(prom, discovery, engine, serve_external=lambda: False)  # type: ignore[arg-type]
     return InProcessClient(create_app(state, run_discovery=False))
 
 
@@ -181,7 +181,7 @@ def test_headers_cannot_authenticate_without_a_certificate(raw: list[tuple[str, 
 
     proxy = ClientCAs()
     inner = create_app(AdapterState(PROM, Discovery(PROM, lambda: PRESETS),  # type: ignore[arg-type]
-                                    Provider(PROM, lambda: CATALOGUE),  # type: ignore[arg-type]
+                                    Engine(PROM, lambda: CATALOGUE),  # type: ignore[arg-type]
                                     serve_external=lambda: False), run_discovery=False)
     app = AuthMiddleware(inner, Authenticator(lambda: proxy, Tokens()), Authorizer(Access()), lambda: proxy,
                          always_allow=PathMatcher(["/healthz"]))

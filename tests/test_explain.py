@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from adapter.explain import parse_api_path, prometheus_value, query_selectors
+from adapter.api.status import ApiError
+from adapter.provider.explain import parse_api_path, prometheus_value, query_selectors
 from adapter.rules import gpu_presets
-from adapter.status import ApiError
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port

@@ -323,7 +323,7 @@ def test_config_file_is_below_flags_and_env(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("metrics:\n  fiels: []\n", "config.yaml: metrics: unknown field 'fiels'"),
-    ("collection:\n  interval: soon\n", "config.yaml: collection.interval: invalid duration 'soon'"),
+    ("collection:\n  interval: soon\n", "config.yaml: collection.interval 'soon': expected a duration like 30s"),
     ("metrics:\n  fields:\n    - {name: DCGM_FI_DEV_GPU_UTL, prometheusType: gauge}\n",
      "config.yaml: metrics.fields:1: unknown field 'DCGM_FI_DEV_GPU_UTL'"),
     ("version: v9\n", "config.yaml: version: 'v9' is not supported"),

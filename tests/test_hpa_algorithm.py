@@ -388,9 +388,13 @@ def test_zero_replicas_with_min_above_zero_disables_scaling() -> None:
 
 
 def test_zero_replicas_with_min_zero_scales_from_zero_on_an_object_value() -> None:
+    """Only a target the controller itself took to 0 (ScaledToZero True) wakes; tests/test_hpa_scale_to_zero.py
+    has the rest."""
     hpa = HPASpec(10, (QUEUE_VALUE,), min_replicas=0)
-    decision = Autoscaler(hpa).reconcile(0.0, Observations(0, {"queue": ObjectValue(25_000)}))
+    decision = Autoscaler(hpa, scaled_to_zero=True).reconcile(0.0, Observations(0, {"queue": ObjectValue(25_000)}))
     assert (decision.desired, decision.reason) == (3, "Service metric queue above target")
+    paused = Autoscaler(hpa).reconcile(0.0, Observations(0, {"queue": ObjectValue(25_000)}))
+    assert (paused.desired, cond(paused, ConditionType.SCALING_ACTIVE).reason) == (0, "ScalingDisabled")
 
 
 # --- Normalisation without behavior (§5.7) -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from loadtest.hpa import (
     Autoscaler,
+    ConditionType,
     ControllerConfig,
     HPASpec,
     MetricSpec,
@@ -179,7 +180,8 @@ def test_a_resource_hpa_reconciles_through_the_autoscaler() -> None:
     decision = Autoscaler(spec).reconcile(NOW, Observations(2, {"cpu": usage}, pods))
     assert decision.desired == 4 and decision.reason == "cpu resource utilization (percentage of request) above target"
     failing = Autoscaler(spec).reconcile(NOW, Observations(2, {}, pods))
-    assert failing.desired == 2 and failing.conditions[0].reason == "FailedGetResourceMetric"
+    active = failing.condition(ConditionType.SCALING_ACTIVE)
+    assert failing.desired == 2 and active is not None and active.reason == "FailedGetResourceMetric"
 
 
 def test_decision_from_the_adapters_pod_metrics(adapter) -> None:  # noqa: F811

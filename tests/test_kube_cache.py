@@ -15,11 +15,13 @@ import kubernetes.watch
 import pytest
 from kubernetes.client import ApiClient
 
-from adapter.kube import KubeConfigError, KubeResolver, MetadataCache, load_api_client
+from adapter.api.status import ApiError
 from adapter.kube.api import METADATA_LIST_ACCEPT, KubeApi, KubeClient
+from adapter.kube.cache import MetadataCache
+from adapter.kube.config import KubeConfigError, load_api_client
+from adapter.kube.resolver import KubeResolver
 from adapter.rules.resources import GroupResource
-from adapter.selectors import parse_selector
-from adapter.status import ApiError
+from adapter.rules.selectors import parse_selector
 from tests.support.fake_kube import FakeKube, configmap, deployment, namespace_object, node, pod
 
 PODS = GroupResource("", "pods")

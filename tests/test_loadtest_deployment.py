@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from adapter.kube.standalone import StandaloneObjects
 from adapter.rules import normalise_resource
-from adapter.selectors import parse_selector
-from adapter.standalone import StandaloneObjects
+from adapter.rules.selectors import parse_selector
 from exporter.backends.fake import fake_gpu_uuid, parse_state
 from exporter.pod_mapping import DeviceAllocation, PodRef
 from exporter.podresources.client import list_allocations

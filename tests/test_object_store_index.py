@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapter.object_store import MetadataStore
-from adapter.selectors import Requirement, matches, parse_selector
+from adapter.kube.object_store import MetadataStore
+from adapter.rules.selectors import Requirement, matches, parse_selector
 
 Model = dict[str, dict[str, dict[str, str]]]  # namespace ("" for cluster-scoped) -> name -> labels
 

@@ -1,10 +1,8 @@
 """The adapter's Prometheus client: request shape, auth, decoding, failures, TLS, and a real Prometheus.
 
-Unit tests drive :class:`PrometheusClient` both ways it talks to a transport: in bytes to its own
-``Http1Transport`` (the default; here one whose ``exchange`` hands the parsed request to the test's handler) and
-with httpx requests to any other (``httpx.MockTransport``; in use, httpx's transport behind a proxy). The TLS
-tests use a throwaway CA and an ssl-wrapped ``http.server`` on loopback; the last tests query a real Prometheus
-scraping 1,500 series.
+Unit tests drive :class:`PrometheusClient` over ``httpx.MockTransport``; the connection tests over a scripted HTTP
+server on loopback. The TLS tests use a throwaway CA and an ssl-wrapped ``http.server`` on loopback; the last tests
+query a real Prometheus scraping 1,500 series.
 """
 
 from __future__ import annotations
@@ -35,18 +33,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from adapter import prometheus_auth
-from adapter.cli import UsageError, prometheus_config, prometheus_headers
-from adapter.http1 import Answer, Http1Transport, Origin, request_bytes
+from adapter.cli.flags import UsageError
+from adapter.cli.values import prometheus_headers
+from adapter.cli.values import prometheus_settings as prometheus_config
 from adapter.kube.config import KubeConfigError
-from adapter.prometheus import (
+from adapter.prometheus import credentials as prometheus_auth
+from adapter.prometheus.client import (
     PrometheusClient,
     PrometheusConfig,
     PrometheusError,
     PrometheusUnavailable,
     QueryFailed,
     Sample,
-    env_proxy,
 )
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.counting_proxy import CountingProxy
@@ -83,45 +81,9 @@ class _Recorder:
         return self.respond(request)
 
 
-class _BytesTransport(Http1Transport):
-    """The client's own transport with the socket replaced: the request bytes it is given are parsed back into an
-    ``httpx.Request`` for the handler (checking their framing), and the handler's response goes back as an Answer."""
-
-    def __init__(self, handler: Handler) -> None:
-        super().__init__()
-        self.handler = handler
-
-    async def exchange(self, origin: Origin, data: bytes, *, connect_timeout: float | None = None,
-                       request: httpx.Request | None = None) -> Answer:
-        head, _, body = data.partition(b"\r\n\r\n")
-        line, *fields = head.split(b"\r\n")
-        method, target, version = line.split(b" ")
-        assert version == b"HTTP/1.1"
-        headers = [tuple(field.split(b": ", 1)) for field in fields]
-        values = {name.lower(): value for name, value in headers}
-        assert len(body) == int(values.get(b"content-length", b"0"))
-        assert values[b"host"] in (origin[1].encode(), f"{origin[1]}:{origin[2]}".encode())
-        url = f"{origin[0]}://{values[b'host'].decode()}{target.decode()}"
-        response = await self.handler(httpx.Request(method.decode(), url, headers=headers, content=body))
-        raw = b"".join([chunk async for chunk in response.stream])  # as sent: not decoded
-        return Answer(response.status_code, b"", response.headers.raw, raw, keep_alive=True)
-
-
-_TRANSPORT = ["bytes"]
-
-
-@pytest.fixture(params=["bytes", "httpx"])
-def both_transports(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Runs a test once with ``_client`` on each kind of transport."""
-    _TRANSPORT[0] = request.param
-    yield
-    _TRANSPORT[0] = "bytes"
-
-
 def _client(handler: Handler, **config: Any) -> PrometheusClient:
-    transport = _BytesTransport(handler) if _TRANSPORT[0] == "bytes" else httpx.MockTransport(handler)
-    return PrometheusClient(
-        PrometheusConfig(url=config.pop("url", "http://prometheus.test:9090/"), **config), transport=transport)
+    return PrometheusClient(PrometheusConfig(url=config.pop("url", "http://prometheus.test:9090/"), **config),
+                            transport=httpx.MockTransport(handler))
 
 
 def _query(handler: Handler, promql: str = "up", at: float | None = None, **config: Any) -> list[Sample]:
@@ -163,7 +125,6 @@ def _prometheus_duration(text: str) -> float:
 # --- request shape -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_post_is_default_and_a_1500_pod_query_goes_in_the_form_body() -> None:
     recorder = _Recorder()
     promql = _big_selector()
@@ -180,7 +141,6 @@ def test_post_is_default_and_a_1500_pod_query_goes_in_the_form_body() -> None:
     assert _form(request)["query"] == [promql]
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_repeated_queries_and_queries_of_one_length_each_send_their_own_form() -> None:
     """The bytes path builds a query's head once per body length: equal lengths must still carry their own body."""
     recorder = _Recorder()
@@ -200,7 +160,6 @@ def test_repeated_queries_and_queries_of_one_length_each_send_their_own_form() -
     assert all(int(r.headers["content-length"]) == len(r.content) for r in recorder.requests)
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_get_mode_puts_the_query_and_time_in_the_query_string() -> None:
     recorder = _Recorder()
     promql = 'sum(gpu_util{namespace="ml"}) by (pod)'
@@ -216,7 +175,6 @@ def test_get_mode_puts_the_query_and_time_in_the_query_string() -> None:
 
 
 @pytest.mark.parametrize("timeout_s", [0.5, 5.0, 30.0])
-@pytest.mark.usefixtures("both_transports")
 def test_server_timeout_is_slightly_below_the_client_timeout_in_a_format_prometheus_accepts(timeout_s: float) -> None:
     recorder = _Recorder()
     _query(recorder, timeout_s=timeout_s)
@@ -235,7 +193,6 @@ def test_prometheus_duration_helper_matches_prometheus() -> None:
         _prometheus_duration("4.500s")
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_extra_headers_are_sent_on_every_request() -> None:
     recorder = _Recorder(respond=lambda r: _vector_ok() if r.url.path.endswith("query") else _ok([]))
 
@@ -267,23 +224,6 @@ def test_prometheus_header_flags_parse_as_upstream(args: list[str], headers: lis
     assert prometheus_headers(args) == headers
 
 
-@pytest.mark.parametrize("method", ["GET", "POST"])
-def test_both_ways_to_the_transport_send_the_same_bytes(tmp_path: Path, method: str) -> None:
-    # What Http1Transport writes for the httpx.Request of the proxy path equals the bytes the client hands it.
-    token = tmp_path / "token"
-    token.write_text("t0k3n\n")
-    client = PrometheusClient(PrometheusConfig(
-        url="https://prometheus.test:9443/prefix?extra_label=tenant%3Da", method=method, bearer_token_file=str(token),
-        headers=[("X-Scope-OrgID", "a"), ("X-Scope-OrgID", "b")]))
-    params = {"query": 'sum(gpu_util{pod="p 1"})', "timeout": "4500ms"}
-    extra = {"Accept-Encoding": "identity"}
-
-    request = client._request(method, "/api/v1/query", params, extra)
-    via_httpx = request_bytes(method.encode(), request.url.raw_path, request.headers.raw, request.read())
-    assert client._wire(method, "/api/v1/query", params, extra) == via_httpx
-    assert b"Authorization: Bearer t0k3n\r\n" in via_httpx and b"extra_label=tenant%3Da" in via_httpx
-
-
 @pytest.mark.parametrize(("arg", "says"), [
     ("bad name=x", "is not a valid header name"),
     ("X-Token=a\nb", "line break"),
@@ -303,7 +243,6 @@ def test_a_header_that_cannot_be_sent_is_refused_when_the_client_is_built() -> N
             PrometheusClient(PrometheusConfig(url="http://prometheus.test:9090", headers=headers))
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_a_repeated_prometheus_header_sends_every_value() -> None:
     recorder = _Recorder()
 
@@ -321,7 +260,6 @@ def test_a_repeated_prometheus_header_sends_every_value() -> None:
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
-@pytest.mark.usefixtures("both_transports")
 def test_query_parameters_in_the_url_go_with_every_request(method: str) -> None:
     """A VictoriaMetrics-style ``?extra_label=...`` in --prometheus-url reaches Prometheus with each call."""
     recorder = _Recorder()
@@ -333,7 +271,6 @@ def test_query_parameters_in_the_url_go_with_every_request(method: str) -> None:
     assert sent["query"] == "up"
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_an_authorization_header_flag_wins_over_the_token_file(tmp_path: Path) -> None:
     """As prometheus-adapter's bearer round tripper: a request that already has Authorization keeps it."""
     token = tmp_path / "token"
@@ -344,7 +281,6 @@ def test_an_authorization_header_flag_wins_over_the_token_file(tmp_path: Path) -
     assert [r.headers.get_list("authorization") for r in recorder.requests] == [["Basic dTpw"], ["Bearer from-file"]]
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_series_sends_match_time_window_and_returns_label_sets() -> None:
     labels = [{"__name__": "up", "job": "a"}, {"__name__": "up", "job": "b"}]
     recorder = _Recorder(respond=lambda _r: _ok(labels))
@@ -378,7 +314,6 @@ def _rotate(path: Path, token: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_bearer_token_file_is_sent_and_rotation_is_picked_up(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     _rotate(token_file, "token-one")
@@ -402,7 +337,6 @@ def test_bearer_token_file_is_sent_and_rotation_is_picked_up(tmp_path: Path) -> 
     ]
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_missing_bearer_token_file_is_unavailable_and_names_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-token"
     recorder = _Recorder()
@@ -412,7 +346,6 @@ def test_missing_bearer_token_file_is_unavailable_and_names_the_path(tmp_path: P
     assert recorder.requests == []
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_unreadable_bearer_token_file_is_unavailable(tmp_path: Path) -> None:
     # A secret volume mounted as a directory: stat() succeeds, open() fails with IsADirectoryError.
     token_dir = tmp_path / "token"
@@ -422,7 +355,6 @@ def test_unreadable_bearer_token_file_is_unavailable(tmp_path: Path) -> None:
         _query(_Recorder(), bearer_token_file=str(token_dir))
 
 
-@pytest.mark.usefixtures("both_transports")
 @pytest.mark.parametrize("token", ["abc\ndef", "abc\x00def", "abc\u00e9def"])
 def test_a_token_that_cannot_be_sent_is_unavailable_and_not_shown(tmp_path: Path, token: str) -> None:
     token_file = tmp_path / "token"
@@ -438,7 +370,6 @@ def test_a_token_that_cannot_be_sent_is_unavailable_and_not_shown(tmp_path: Path
 # --- decoding ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_vector_results_become_samples_including_nan_and_inf() -> None:
     result = [
         {"metric": {"__name__": "gpu_util", "pod": "a"}, "value": [1700000000.123, "0.75"]},
@@ -458,13 +389,11 @@ def test_vector_results_become_samples_including_nan_and_inf() -> None:
     assert samples[3].value == -math.inf and not samples[3].finite
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_empty_vector_is_no_samples() -> None:
     recorder = _Recorder(respond=lambda _r: _ok({"resultType": "vector", "result": []}))
     assert _query(recorder) == []
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_scalar_result_is_one_unlabelled_sample() -> None:
     recorder = _Recorder(respond=lambda _r: _ok({"resultType": "scalar", "result": [1700000000.5, "42"]}))
 
@@ -478,7 +407,6 @@ def test_scalar_result_is_one_unlabelled_sample() -> None:
         {"resultType": "string", "result": [1700000000, "hello"]},
     ],
 )
-@pytest.mark.usefixtures("both_transports")
 def test_non_instant_vector_results_fail_the_query(data: dict[str, Any]) -> None:
     recorder = _Recorder(respond=lambda _r: _ok(data))
 
@@ -493,7 +421,6 @@ def test_non_instant_vector_results_fail_the_query(data: dict[str, Any]) -> None
         (422, "execution", "query processing would load too many samples into memory"),
     ],
 )
-@pytest.mark.usefixtures("both_transports")
 def test_prometheus_rejecting_the_query_is_query_failed(status: int, error_type: str, error: str) -> None:
     body = {"status": "error", "errorType": error_type, "error": error}
     recorder = _Recorder(respond=lambda _r: httpx.Response(status, json=body))
@@ -503,7 +430,6 @@ def test_prometheus_rejecting_the_query_is_query_failed(status: int, error_type:
     assert not isinstance(info.value, PrometheusUnavailable)
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_503_is_unavailable() -> None:
     body = {"status": "error", "errorType": "timeout", "error": "query timed out in query execution"}
     recorder = _Recorder(respond=lambda _r: httpx.Response(503, json=body))
@@ -512,7 +438,6 @@ def test_503_is_unavailable() -> None:
         _query(recorder)
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_an_answer_compressed_although_not_asked_for_is_decoded() -> None:
     # The client never asks for gzip; a proxy in front of Prometheus may compress anyway.
     gzipped = gzip.compress(json.dumps(VECTOR_OK).encode())
@@ -524,7 +449,6 @@ def test_an_answer_compressed_although_not_asked_for_is_decoded() -> None:
     assert "gzip" not in recorder.requests[0].headers.get("accept-encoding", "")
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_an_answer_whose_encoding_is_broken_is_unavailable() -> None:
     recorder = _Recorder(respond=lambda _r: httpx.Response(200, content=b"not gzip", headers={
         "content-encoding": "gzip"}))
@@ -533,7 +457,6 @@ def test_an_answer_whose_encoding_is_broken_is_unavailable() -> None:
         _query(recorder)
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_non_json_502_is_unavailable() -> None:
     html = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
     recorder = _Recorder(respond=lambda _r: httpx.Response(502, text=html, headers={"content-type": "text/html"}))
@@ -543,7 +466,6 @@ def test_non_json_502_is_unavailable() -> None:
     assert not isinstance(info.value, QueryFailed)
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_hanging_prometheus_is_unavailable_within_the_timeout() -> None:
     async def hang(_request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(30)
@@ -882,24 +804,6 @@ def test_no_proxy_exempts_the_prometheus_host(real_prometheus: PrometheusServer,
     assert proxy.paths == {}
 
 
-@pytest.mark.parametrize(("env", "url", "expected"), [
-    ({"HTTPS_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
-    ({"https_proxy": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
-    ({"HTTPS_PROXY": "http://p:3128"}, "http://prometheus.monitoring:9090", None),  # scheme decides
-    ({"HTTP_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", None),
-    ({"ALL_PROXY": "http://p:3128"}, "https://prometheus.monitoring:9090", "http://p:3128"),
-    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": ".monitoring"}, "https://prometheus.monitoring:9090", None),
-    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "*"}, "https://prometheus.monitoring:9090", None),
-    ({"HTTPS_PROXY": "http://p:3128", "NO_PROXY": "other.svc"}, "https://prometheus.monitoring:9090",
-     "http://p:3128"),
-])
-def test_env_proxy_picks_by_scheme_and_honours_no_proxy(no_proxy_env: pytest.MonkeyPatch, env: dict[str, str],
-                                                        url: str, expected: str | None) -> None:
-    for name, value in env.items():
-        no_proxy_env.setenv(name, value)
-    assert env_proxy(httpx.URL(url)) == expected
-
-
 # --- credentials as prometheus-adapter takes them (cmd/adapter/adapter.go) ----------------------------------------
 
 
@@ -1019,7 +923,7 @@ def test_auth_incluster_uses_the_service_account(tls_url: str, tls_server: _TlsS
     assert tls_server.authorizations == ["Bearer sa-token"]
 
 
-# -- kept-alive connections (adapter/http1.py; its own tests are in test_http1.py) --------------------------------
+# -- kept-alive connections --------------------------------
 _VECTOR_BODY = json.dumps(VECTOR_OK).encode()
 _VECTOR_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
     len(_VECTOR_BODY), _VECTOR_BODY)
@@ -1082,7 +986,6 @@ def test_a_prometheus_at_an_ipv6_address_is_reached_and_named_in_brackets() -> N
     assert host_line is not None, server.requests[0].head
 
 
-@pytest.mark.usefixtures("both_transports")
 def test_an_international_host_name_is_sent_as_idna() -> None:
     """DNS, SNI and the Host header all take the ASCII (punycode) form of a non-ASCII host name."""
     recorder = _Recorder()

@@ -1,4 +1,4 @@
-"""adapter.promql must make request values inert: whatever the string, the query keeps the shape we built.
+"""adapter.rules.promql must make request values inert: whatever the string, the query keeps the shape we built.
 
 promql_parser (a port of the Prometheus parser) checks the shape; Python's ``re`` stands in for RE2 on the
 escaped patterns (both treat exactly ``\\.+*?()|[]{}^$`` as metacharacters outside classes).
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
+from adapter.rules.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
 from tests.support.promql_checks import SPECIALS, hostile_text, parsed_matchers
 
 nasty_text = hostile_text(12)

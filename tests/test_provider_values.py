@@ -9,9 +9,10 @@ import logging
 import pytest
 
 from adapter.api.paths import MetricPath
-from adapter.prometheus import PrometheusConfig, Sample
-from adapter.provider import Provider
-from adapter.status import ApiError
+from adapter.api.status import ApiError
+from adapter.prometheus.client import PrometheusConfig, Sample
+from adapter.provider.custom import CustomMetrics
+from adapter.provider.engine import Engine
 from tests.conformance.upstream import catalogue_for, rules_config, series
 
 RULES = [
@@ -49,8 +50,8 @@ def sample(value: float, **labels: str) -> Sample:
 
 def ask(prom: ScriptedPrometheus, metric: str, name: str = "a", selector: str = "", max_age: float | None = None,
         ) -> list:
-    provider = Provider(prom, lambda: CATALOGUE, max_sample_age=lambda: max_age)  # type: ignore[arg-type]
-    return asyncio.run(provider.custom(MetricPath("ml", "pods", name, metric), "", selector))
+    engine = Engine(prom, lambda: CATALOGUE, max_sample_age=lambda: max_age)  # type: ignore[arg-type]
+    return asyncio.run(CustomMetrics(engine).values(MetricPath("ml", "pods", name, metric), "", selector))
 
 
 def test_several_series_that_agree_give_their_value() -> None:
@@ -63,15 +64,15 @@ def test_several_series_that_agree_give_their_value() -> None:
 def test_several_series_that_differ_give_no_value_and_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     prom = ScriptedPrometheus({"util{": [sample(50, namespace="ml", pod="a", gpu="0"),
                                          sample(100, namespace="ml", pod="a", gpu="1")]})
-    provider = Provider(prom, lambda: CATALOGUE)  # type: ignore[arg-type]
+    engine = Engine(prom, lambda: CATALOGUE)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="adapter.provider"):
         for _ in range(3):
             with pytest.raises(ApiError) as err:
-                asyncio.run(provider.custom(MetricPath("ml", "pods", "a", "util_raw")))
+                asyncio.run(CustomMetrics(engine).values(MetricPath("ml", "pods", "a", "util_raw")))
             assert err.value.code == 404
     [record] = [r for r in caplog.records if "different values" in r.getMessage()]
     assert "rules[0]" in record.getMessage() and "pods ml/a" in record.getMessage()
-    assert provider.series_conflicts.totals == {("rules[0]", "conflict"): 3}
+    assert engine.series_conflicts.totals == {("rules[0]", "conflict"): 3}
 
 
 def test_samples_without_the_objects_label_name_no_object_and_nan_is_no_value() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.quantity import format_quantity, milli_value, parse_quantity
+from adapter.api.quantity import format_quantity, milli_value, parse_quantity
 
 CANONICAL = re.compile(r"^(0|-?[1-9][0-9]*(n|u|m|k|M|G|T|P|E)?)$")
 SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}

@@ -13,16 +13,15 @@ from typing import Any
 import httpx
 import pytest
 
-from adapter.prometheus import (
+from adapter.prometheus.client import (
     PrometheusClient,
     PrometheusConfig,
     PrometheusError,
     PrometheusUnavailable,
     QueryFailed,
     Sample,
-    parse_prometheus_duration,
 )
-from adapter.querycache import QueryCache
+from adapter.prometheus.querycache import QueryCache
 from tests.support.adapter_metrics import eventually, scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
@@ -243,12 +242,6 @@ def test_the_observer_sees_each_prometheus_call_with_its_rule_label() -> None:
 
     asyncio.run(scenario())
     assert seen == [("rules[0]", None), ("rules[1]", QueryFailed)]
-
-
-@pytest.mark.parametrize(("text", "seconds"), [("15s", 15.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0),
-                                               ("2d", 172800.0), ("", None), ("15", None), ("1.5s", None)])
-def test_prometheus_durations(text: str, seconds: float | None) -> None:
-    assert parse_prometheus_duration(text) == seconds
 
 
 def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(

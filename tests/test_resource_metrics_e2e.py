@@ -137,7 +137,8 @@ def test_memory_quantity(value: float, text: str) -> None:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda r: r.replace("  window: 5m\n", ""), "rules.yaml: resourceRules.window: is required"),
-    (lambda r: r.replace("window: 5m", "window: soon"), "rules.yaml: resourceRules.window: invalid duration"),
+    (lambda r: r.replace("window: 5m", "window: soon"),
+     "rules.yaml: resourceRules.window: 'soon': expected a Prometheus duration"),
     (lambda r: r.replace("    containerLabel: container\n", "    containerLabel: container\n    extra: 1\n", 1),
      "rules.yaml: resourceRules.cpu.extra: unknown field"),
     (lambda r: r.replace("        instance: {resource: node}\n", "", 1),

@@ -15,7 +15,6 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.promql import matcher, one_of, quote, regex_literal
 from adapter.rules import (
     Binding,
     GroupResource,
@@ -33,6 +32,7 @@ from adapter.rules import (
     result_object_name,
 )
 from adapter.rules.naming import compile_regexp, expand
+from adapter.rules.promql import matcher, one_of, quote, regex_literal
 from tests.support.tools import require_tool
 from tests.test_rules_config import DCGM_ADAPTER_RULES, HELM_DEFAULT_RULES
 

@@ -9,7 +9,7 @@ import promql_parser
 import pytest
 
 from adapter.rules.freshness import freshness_query, lookback_s
-from adapter.selectors import parse_selector, to_label_values
+from adapter.rules.selectors import parse_selector, to_label_values
 from tests.conformance.upstream import catalogue_for, custom_query_args, one_binding, render_template, rules_config
 from tests.conformance.upstream import series as series_of
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import promql_parser
 import pytest
 
-from adapter.promql import quote
 from adapter.rules import (
     GPU_PRESETS_YAML,
     Catalogue,
@@ -22,6 +21,7 @@ from adapter.rules import (
     render_custom,
     result_object_name,
 )
+from adapter.rules.promql import quote
 from tests.test_rules_engine import assert_promql, matchers_of, selectors
 
 PER_POD_IN_RULE_ORDER = (

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.selectors import (
+from adapter.rules.selectors import (
     Requirement,
     SelectorError,
     format_selector,

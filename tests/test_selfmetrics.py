@@ -13,9 +13,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import Receive, Scope, Send
 
-from adapter.observe import ObserveRequests, route_of
 from adapter.rules import parse_rules
-from adapter.selfmetrics import ROUTES, AdapterMetrics, rule_label
+from adapter.rules.loader import rule_label
+from adapter.server.observe import ObserveRequests, route_of
+from adapter.server.selfmetrics import ROUTES, AdapterMetrics
 from tests.support.adapter_metrics import Samples, eventually, scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint

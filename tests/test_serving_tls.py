@@ -14,7 +14,8 @@ import pytest
 import uvicorn
 from cryptography import x509
 
-from adapter.serving import add_client_cas, server_context, uvicorn_config
+from adapter.auth.stack import add_client_cas
+from adapter.server.serving import server_context, uvicorn_config
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from adapter.api.status import ApiError
+from adapter.kube.standalone import ObjectsFileError, StandaloneObjects, parse_objects
 from adapter.rules import normalise_resource
-from adapter.selectors import parse_selector
-from adapter.standalone import ObjectsFileError, StandaloneObjects, parse_objects
-from adapter.status import ApiError
+from adapter.rules.selectors import parse_selector
 
 PODS = normalise_resource("pods")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from adapter.ttlcache import CoalescingCache
+from adapter.prometheus.coalescing import CoalescingCache
 
 
 async def settle() -> None:

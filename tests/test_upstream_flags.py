@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from adapter.cli import app
-from adapter.serving import TLSSettings, TLSSettingsError, listening_socket
-from adapter.upstream_flags import FLAGS, Disposition, UpstreamFlag, UpstreamFlagError, markdown, translate
+from adapter.cli.main import app
+from adapter.cli.upstream import FLAGS, Disposition, UpstreamFlag, UpstreamFlagError, markdown, translate
+from adapter.server.serving import TLSSettings, TLSSettingsError, listening_socket
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SAMPLE = {"string": "x", "bool": "true", "int": "3", "float": "1.5", "duration": "30s", "ip": "127.0.0.1",
@@ -29,7 +29,7 @@ def test_readme_table_is_the_code_table() -> None:
     text = README.read_text(encoding="utf-8")
     found = re.search(r"<!-- upstream-flags:begin[^>]*-->\n(.*?)<!-- upstream-flags:end -->", text, re.S)
     assert found is not None, "README.md lost its upstream-flags markers"
-    assert found.group(1) == markdown(), "regenerate README's table: python -c 'from adapter.upstream_flags " \
+    assert found.group(1) == markdown(), "regenerate README's table: python -c 'from adapter.cli.upstream " \
                                          "import markdown; print(markdown())'"
     assert all(f"`--{flag.name}`" in found.group(1) for flag in FLAGS)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from adapter.api.status import ApiError, bad_request
 from adapter.memo import remember_short
-from adapter.status import ApiError, bad_request
 
 VERSIONS = ("v1beta1", "v1beta2")
 

@@ -24,7 +24,7 @@ from adapter.auth.requestheader import (
     issuing_ca,
     organisations,
 )
-from adapter.ttlcache import CoalescingCache
+from adapter.prometheus.coalescing import CoalescingCache
 
 TOKEN_CACHE_TTL_S = 10.0  # --authentication-token-webhook-cache-ttl default
 

@@ -8,7 +8,7 @@ from typing import Protocol
 from adapter.auth.attributes import Attributes
 from adapter.auth.delegated import AccessResult
 from adapter.auth.identity import MASTERS, User
-from adapter.ttlcache import CoalescingCache
+from adapter.prometheus.coalescing import CoalescingCache
 
 DECISION_CACHE_TTL_S = 10.0  # Go: allow and deny both cached 10 s
 

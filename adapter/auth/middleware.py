@@ -1,7 +1,7 @@
 """ASGI middleware: authenticate, authorise, then hand the request on without its identity headers.
 
 The client certificate comes from the ASGI TLS extension (``scope["extensions"]["tls"]["client_cert_chain"]``),
-which adapter.serving adds to uvicorn; any server implementing that extension works the same way.
+which adapter.server.serving adds to uvicorn; any server implementing that extension works the same way.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from adapter.api.status import ApiError
 from adapter.auth.attributes import forbidden_message, request_attributes
 from adapter.auth.authn import Authentication, Authenticator, Unauthenticated
 from adapter.auth.authz import Authorizer
 from adapter.auth.delegated import DelegationUnavailable
 from adapter.auth.requestheader import ClientCAs, identity_header_names
-from adapter.status import ApiError
 
 log = logging.getLogger("adapter.auth")
 

@@ -22,7 +22,6 @@ from adapter.auth.requestheader import (
     RequestHeaderConfig,
 )
 from adapter.auth.source import ClientCASource
-from adapter.serving import add_client_cas
 
 log = logging.getLogger("adapter.auth")
 
@@ -124,3 +123,10 @@ class AuthStack:
 
     async def stop(self) -> None:
         await self.source.stop()
+
+
+def add_client_cas(ctx: ssl.SSLContext, pem: bytes) -> None:
+    """New CAs (rotation) for new connections. OpenSSL cannot forget a CA; the app re-checks against the current
+    bundle (adapter.auth.requestheader.issuing_ca), so a removed CA no longer vouches for anyone."""
+    if pem:
+        ctx.load_verify_locations(cadata=pem.decode())

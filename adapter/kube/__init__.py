@@ -1,7 +1,1 @@
-"""Kubernetes access for the adapter: credentials, watch-backed object caches, label-selector resolution."""
-
-from adapter.kube.cache import MetadataCache
-from adapter.kube.config import KubeConfigError, load_api_client
-from adapter.kube.resolver import KubeResolver
-
-__all__ = ["KubeConfigError", "KubeResolver", "MetadataCache", "load_api_client"]
+"""Kubernetes access: credentials, the API over the official client, watch-backed object caches, selectors."""

@@ -1,9 +1,8 @@
 """JSON over the official client's ``Configuration`` and REST layer: its host, auth, TLS and proxy handling, no models.
 
 Deserialising thousands of objects into generated model classes is slow and keeps every field (the cache needs
-three per object), and importing those classes costs half a second and 20 MiB; so the adapter sends and reads the
-JSON itself (adapter/kube/official.py loads only the modules this needs). Every failure becomes a ``KubeApiError``
-(the server answered with an error) or a ``KubeTransportError`` (no usable answer: refused, reset, timed out,
+three per object), so the adapter sends and reads the JSON itself. Every failure becomes a ``KubeApiError`` (the
+server answered with an error) or a ``KubeTransportError`` (no usable answer: refused, reset, timed out,
 truncated).
 """
 
@@ -11,13 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import urllib3
 
-from adapter.kube.official import ApiException, Configuration, rest
 from adapter.rules.resources import GroupResource
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 # Metadata-only answers (PartialObjectMetadata); a server that does not know the form falls back to plain JSON.
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
@@ -69,8 +70,12 @@ class KubeClient:
     """
 
     def __init__(self, configuration: Configuration) -> None:
+        from kubernetes.client import rest
+        from kubernetes.client.exceptions import ApiException
+
         self.configuration = configuration
         self._rest = rest.RESTClientObject(configuration)
+        self._rest_error = ApiException
 
     @property
     def host(self) -> str:
@@ -91,7 +96,7 @@ class KubeClient:
             headers["authorization"] = token
         try:
             return self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout).response
-        except ApiException as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions
+        except self._rest_error as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions
             raise KubeTransportError(f"{method} {self.host}{path}: {' '.join(str(exc.reason).split())}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeTransportError(f"{method} {self.host}{path}: {_describe(exc)}") from None

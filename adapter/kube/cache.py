@@ -23,7 +23,6 @@ from typing import Any
 
 import urllib3
 
-from adapter import malloc
 from adapter.kube.api import (
     METADATA_LIST_ACCEPT,
     METADATA_WATCH_ACCEPT,
@@ -34,9 +33,9 @@ from adapter.kube.api import (
     json_lines,
     read_json,
 )
-from adapter.object_store import Labels, Meta, MetadataStore, object_meta, resource_version
+from adapter.kube.object_store import Labels, Meta, MetadataStore, object_meta, resource_version
 from adapter.rules.resources import GroupResource
-from adapter.selectors import Requirement
+from adapter.rules.selectors import Requirement
 
 log = logging.getLogger("adapter.kube.cache")
 
@@ -99,7 +98,7 @@ class MetadataCache:
 
     def namespaced_names(self, selector: tuple[Requirement, ...] = ()) -> list[tuple[str, str]]:
         """(namespace, name) of the selected namespaced objects in every namespace, sorted."""
-        return [(ns, name) for ns in self._store.namespaces() if ns for name in self._store.names(ns, selector)]
+        return self._store.namespaced_names(selector)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -183,7 +182,6 @@ class MetadataCache:
         # that waited for the objects and then read the count raced the increment).
         self.lists_total += 1
         self._store.replace_meta(items)
-        malloc.trim()  # the pages' decoded JSON is gone: give its memory back
         self.resource_version = version
         with self._state:
             self._synced = True

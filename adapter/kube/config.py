@@ -1,15 +1,21 @@
-"""Where the adapter's Kubernetes credentials come from: an explicit kubeconfig, the pod's service account, or none."""
+"""Where the adapter's Kubernetes credentials come from: an explicit kubeconfig, the pod's service account, or none.
+
+The kubernetes client is imported only when there are credentials to load: a standalone adapter never needs it.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
-from adapter.kube.api import KubeClient
-from adapter.kube.official import Configuration, incluster_loader, load_kube_config
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
+
+    from adapter.kube.api import KubeClient
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -24,6 +30,8 @@ def _one_line(error: BaseException) -> str:
 
 
 def _from_kubeconfig(path: str) -> KubeClient:
+    from adapter.kube.api import KubeClient
+
     return KubeClient(kubeconfig_configuration(path))
 
 
@@ -39,6 +47,9 @@ def kubeconfig_configuration(path: str) -> Configuration:
     if not isinstance(document, dict):
         raise KubeConfigError(f"kubeconfig {path}: not a kubeconfig (expected a YAML mapping with clusters, users, "
                               "contexts and current-context)")
+    from kubernetes.client import Configuration
+    from kubernetes.config.kube_config import load_kube_config
+
     configuration = Configuration()
     try:
         # persist_config=False: never write refreshed credentials back into the user's file.
@@ -52,8 +63,13 @@ def _in_cluster(environ: Mapping[str, str], service_account_dir: str) -> KubeCli
     token = os.path.join(service_account_dir, "token")
     if not environ.get("KUBERNETES_SERVICE_HOST") or not os.path.isfile(token):
         return None
+    from kubernetes.client import Configuration
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    from adapter.kube.api import KubeClient
+
     configuration = Configuration()
-    loader = incluster_loader()(token_filename=token, cert_filename=os.path.join(service_account_dir, "ca.crt"),
+    loader = InClusterConfigLoader(token_filename=token, cert_filename=os.path.join(service_account_dir, "ca.crt"),
                                    environ=environ)
     try:
         loader.load_and_set(configuration)  # re-reads the (rotated) token file every minute

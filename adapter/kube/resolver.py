@@ -7,11 +7,11 @@ import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from adapter.api.status import ApiError, unavailable
 from adapter.kube.api import KubeClient
 from adapter.kube.cache import MetadataCache
 from adapter.rules.resources import GroupResource
-from adapter.selectors import Requirement
-from adapter.status import ApiError, unavailable
+from adapter.rules.selectors import Requirement
 
 CacheFactory = Callable[[KubeClient, GroupResource], MetadataCache]
 

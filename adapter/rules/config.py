@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
-from adapter.promql import PromQLError, check_label_name
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.freshness import lookback_s
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
 from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_regexp, default_as
+from adapter.rules.promql import PromQLError, check_label_name
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
 from adapter.rules.resource_rules import ResourceRules, parse_resource_rules
 from adapter.rules.resources import GroupResource, ResourceError, is_known, normalise_resource

@@ -8,7 +8,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from adapter.rules.config import RulesConfig, parse_document
+from adapter.rules.config import DiscoveryRule, RulesConfig, parse_document
 from adapter.rules.errors import RulesError
 from adapter.rules.inference import INFERENCE_PRESETS, inference_preset
 from adapter.rules.presets import GPU_PRESETS, gpu_presets
@@ -40,3 +40,9 @@ def parse_rules(text: str, source: str) -> RulesConfig:
         rules.extend(included.rules)
         external.extend(included.external_rules)
     return replace(config, rules=tuple(rules), external_rules=tuple(external))
+
+
+def rule_label(rule: DiscoveryRule) -> str:
+    """A rule's name in logs and self-metrics: its position in the rules file (``rules[3]``, ``externalRules[0]``);
+    rules from a built-in set say where they come from (``gpu-presets:rules[3]``)."""
+    return f"{rule.source}:{rule.where}" if rule.source in INCLUDES else rule.where

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from adapter.promql import PromQLError, matcher, one_of
 from adapter.rules.catalogue import Binding
 from adapter.rules.errors import QueryError
+from adapter.rules.promql import PromQLError, matcher, one_of
 from adapter.rules.queryargs import QueryArgs, regex_values, render_query
 
 
@@ -39,7 +39,7 @@ def custom_args(
     ``names=None`` asks for every object that has series: the object matcher becomes ``label!=""`` and
     ``.LabelValuesByName`` holds ``.+`` for the object label.
 
-    ``metric_matchers`` are PromQL matchers already rendered with ``adapter.promql`` from the request's
+    ``metric_matchers`` are PromQL matchers already rendered with ``adapter.rules.promql`` from the request's
     ``metricLabelSelector``; ``metric_values`` its ``.LabelValuesByName`` entries (``selectors.to_label_values``).
     No namespace matcher is added when the binding has no namespace label (root-scoped objects; rules that match
     objects by name alone); ``namespace`` is then ignored. ``extra_group_by`` follows the object label in

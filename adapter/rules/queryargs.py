@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from adapter.promql import quote, regex_alternation
+from adapter.rules.promql import quote, regex_alternation
 from adapter.rules.shape import check_rendered
 from adapter.rules.template import FieldKind, Template, Value
 

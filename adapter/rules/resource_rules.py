@@ -9,22 +9,20 @@ pkg/config ResourceRules; its pkg/resourceprovider builds the queries the same w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from adapter.promql import PromQLError, matcher, one_of
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.mapping import ResourceMapping
+from adapter.rules.promql import PromQLError, matcher, one_of
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs, regex_values, render_query
 from adapter.rules.resources import GroupResource
 from adapter.rules.template import Template
+from clikit.durations import DurationError, parse_prometheus_duration
 
 RESOURCE_RULES_KEYS = ("cpu", "memory", "window")
 _RULE_KEYS = ("containerQuery", "nodeQuery", "resources", "containerLabel")
-_DURATION = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
-_DURATION_UNITS_S = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 
 POD = GroupResource("", "pods")
 NODE = GroupResource("", "nodes")
@@ -82,14 +80,6 @@ class ResourceRules:
     window_s: float
 
 
-def parse_duration(text: str) -> float:
-    """A Prometheus duration (``5m``, ``1h30m``, ``500ms``) in seconds; ``ValueError`` otherwise."""
-    found = _DURATION.fullmatch(text) if text else None
-    if found is None or not any(found.groups()):
-        raise ValueError(f"invalid duration {text!r} (e.g. 30s, 5m, 1h)")
-    return sum(int(g) * unit for g, unit in zip(found.groups(), _DURATION_UNITS_S, strict=True) if g)
-
-
 def parse_resource_rules(raw: object, parser: _ParserLike) -> ResourceRules | None:
     """The ``resourceRules`` section via the rules-file parser's helpers (its strictness and messages)."""
     if raw is None:
@@ -97,8 +87,8 @@ def parse_resource_rules(raw: object, parser: _ParserLike) -> ResourceRules | No
     data = parser.mapping(raw, "resourceRules", RESOURCE_RULES_KEYS)
     window_text = parser.string(data.get("window"), "resourceRules.window", required=True)
     try:
-        window_s = parse_duration(window_text)
-    except ValueError as exc:
+        window_s = parse_prometheus_duration(window_text)
+    except DurationError as exc:
         raise parser.fail("resourceRules.window", str(exc)) from None
     return ResourceRules(_rule(data.get("cpu"), "resourceRules.cpu", parser),
                          _rule(data.get("memory"), "resourceRules.memory", parser), window_s)

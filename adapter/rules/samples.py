@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from adapter.promql import matcher, one_of
 from adapter.rules.mapping import ResourceMapping
+from adapter.rules.promql import matcher, one_of
 from adapter.rules.queryargs import QueryArgs, regex_values
 from adapter.rules.resources import NAMESPACES, PODS
 

@@ -11,11 +11,31 @@ missing/unready pods, several metrics and their failures, then stabilisation and
     seen = Observations(2, {"DCGM_FI_DEV_GPU_UTIL": PodValues.from_quantities({"pod-0": 85, "pod-1": 95})}, pods)
     decision = scaler.reconcile(now=0.0, observed=seen)   # decision.desired == 3
 
+Scale to zero (``HPAScaleToZero``, beta and on by default from Kubernetes v1.37) is modelled as the controller
+does it: ``minReplicas: 0`` needs an Object or External metric; the controller takes a target with such a metric
+down to 0 and records the ``ScaledToZero`` condition, and wakes a target at 0 only while that condition is True
+(a target set to 0 by hand stays paused)::
+
+    hpa = HPASpec(max_replicas=8, min_replicas=0, metrics=(MetricSpec.external("queue", average_value="10"),))
+    scaler = Autoscaler(hpa, ControllerConfig(downscale_stabilization_seconds=0))
+    idle = Observations(2, {"queue": ExternalValues((0,))}, running_pods(2))
+    scaler.reconcile(0.0, idle).desired    # 2: the count first seen is a recommendation too
+    scaler.reconcile(15.0, idle).desired   # 0, and scaler.scaled_to_zero is True
+    scaler.reconcile(30.0, Observations(0, {"queue": ExternalValues((35_000,))})).desired   # 4: ceil(35 / 10)
+
 Not modelled: ContainerResource metrics, selector validation, and API request errors beyond their message (pass a
 :class:`FetchError`).
 """
 
-from loadtest.hpa.controller import ABOVE_MAX, BELOW_MIN, Autoscaler, Condition, ConditionType, Decision
+from loadtest.hpa.controller import (
+    ABOVE_MAX,
+    BELOW_MIN,
+    SCALING_DISABLED,
+    Autoscaler,
+    Condition,
+    ConditionType,
+    Decision,
+)
 from loadtest.hpa.normalize import (
     Limit,
     Recommendation,
@@ -47,6 +67,8 @@ from loadtest.hpa.spec import (
     DEFAULT_SCALE_UP_POLICIES,
     DEFAULT_SYNC_PERIOD_SECONDS,
     DEFAULT_TOLERANCE,
+    MIN_REPLICAS_BELOW_ONE,
+    ZERO_NEEDS_OBJECT_OR_EXTERNAL,
     Behavior,
     ControllerConfig,
     EffectiveRules,
@@ -73,8 +95,11 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "MAX_INT32",
     "MAX_INT64",
+    "MIN_REPLICAS_BELOW_ONE",
     "NO_PODS",
     "NO_POD_METRICS",
+    "SCALING_DISABLED",
+    "ZERO_NEEDS_OBJECT_OR_EXTERNAL",
     "Autoscaler",
     "Behavior",
     "Condition",

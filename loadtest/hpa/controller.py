@@ -6,7 +6,8 @@ and the scale events, each with a timestamp). It never reads a clock: every call
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from loadtest.hpa.normalize import (
@@ -33,6 +34,8 @@ __all__ = ["ABOVE_MAX", "BELOW_MIN", "Autoscaler", "Condition", "ConditionType",
 ABOVE_MAX = "Current number of replicas above Spec.MaxReplicas"
 BELOW_MIN = "Current number of replicas below Spec.MinReplicas"
 BELOW_TARGET = "All metrics below target"
+GOT_SCALE = "the HPA controller was able to get the target's current scale"
+SCALING_DISABLED = "scaling is disabled since the replica count of the target is zero"
 
 _FAILED_REASON = {
     MetricType.PODS: "FailedGetPodsMetric",
@@ -47,12 +50,17 @@ _LIMIT_MESSAGE = {
     Limit.SCALE_UP_LIMIT: "the desired count grows faster than the scale-up rate allows",
     Limit.SCALE_DOWN_LIMIT: "the desired count shrinks faster than the scale-down rate allows",
 }
+_SCALED_TO_ZERO = {
+    True: ("ScaledToZero", "the HPA controller scaled the workload to zero"),
+    False: ("NotScaledToZero", "the HPA controller did not scale the workload to zero"),
+}
 
 
 class ConditionType(StrEnum):
     ABLE_TO_SCALE = "AbleToScale"
     SCALING_ACTIVE = "ScalingActive"
     SCALING_LIMITED = "ScalingLimited"
+    SCALED_TO_ZERO = "ScaledToZero"
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ class Decision:
     rescale). Along the metrics path: ``metric_desired`` is the metrics' joint proposal, ``stabilized`` the count
     after the stabilisation window(s), ``limited_by`` what bounded the final count. ``reason`` is the rescale
     event's reason (empty without a rescale). ``error`` lists invalid metrics, also when scaling went ahead.
+    ``scaled_to_zero`` is the HPA's ``ScaledToZero`` condition after this sync (``None``: absent).
     """
 
     now: float
@@ -85,6 +94,7 @@ class Decision:
     limited_by: Limit | None = None
     conditions: tuple[Condition, ...] = ()
     error: str | None = None
+    scaled_to_zero: bool | None = None
 
     @property
     def rescale(self) -> bool:
@@ -101,12 +111,21 @@ class Autoscaler:
     A rescale is assumed to happen as decided (the caller applies ``desired``, or the real controller does while
     this one predicts it): its scale event feeds the rate limits of later syncs. ``spec`` may be replaced between
     calls, like an edited HPA.
+
+    ``scaled_to_zero`` is the HPA's ``ScaledToZero`` status condition (``None``: absent), which the controller keeps
+    in the HPA object, not in memory: pass what the HPA shows when modelling one that already exists. A target at 0
+    replicas wakes only when that condition is True, that is when this controller scaled it there; a target scaled
+    to 0 by hand stays paused. ``recommendations`` replaces the in-memory history the controller starts with
+    (default: the replica count it first sees, recorded at the first sync).
     """
 
-    def __init__(self, spec: HPASpec, config: ControllerConfig | None = None) -> None:
+    def __init__(self, spec: HPASpec, config: ControllerConfig | None = None, *, scaled_to_zero: bool | None = None,
+                 recommendations: Sequence[Recommendation] | None = None) -> None:
         self.spec = spec
         self.config = config or ControllerConfig()
-        self._recommendations: list[Recommendation] = []
+        self._scaled_to_zero = scaled_to_zero
+        self._seed = recommendations is None
+        self._recommendations: list[Recommendation] = list(recommendations or ())
         self._events: list[ScaleEvent] = []
         self._last_now: float | None = None
 
@@ -118,31 +137,41 @@ class Autoscaler:
     def scale_events(self) -> tuple[ScaleEvent, ...]:
         return tuple(self._events)
 
+    @property
+    def scaled_to_zero(self) -> bool | None:
+        """The HPA's ``ScaledToZero`` condition as the last sync left it (``None``: no such condition)."""
+        return self._scaled_to_zero
+
     def reconcile(self, now: float, observed: Observations) -> Decision:
         """Decide the replica count at time ``now`` (seconds; must not go backwards between calls)."""
         if self._last_now is not None and now < self._last_now:
             raise ValueError(f"now went backwards: {now} after {self._last_now}")
-        if self._last_now is None:
+        if self._last_now is None and self._seed:
             # The controller seeds the history with the count it first sees, so a restart does not scale down at once.
             self._recommendations.append(Recommendation(observed.spec_replicas, now))
         self._last_now = now
         decision = self._decide(now, observed)
         if decision.rescale and self.spec.behavior is not None:
             self._events.append(ScaleEvent(decision.desired - decision.current, now))
+        self._scaled_to_zero = decision.scaled_to_zero
         self._forget(now)
         return decision
 
     def _decide(self, now: float, observed: Observations) -> Decision:
-        spec, current = self.spec, observed.spec_replicas
-        if current == 0 and spec.min_replicas != 0:
-            disabled = Condition(
-                ConditionType.SCALING_ACTIVE, False, "ScalingDisabled", "the target has 0 replicas and minReplicas > 0"
-            )
-            return Decision(now, current, current, conditions=(disabled,))
+        spec, current, gate = self.spec, observed.spec_replicas, self.config.scale_to_zero
+        got_scale = Condition(ConditionType.ABLE_TO_SCALE, True, "SucceededGetScale", GOT_SCALE)
+        # A ScaledToZero condition counts only while the gate is on, and wakes the target only with a metric that
+        # has a value at 0 pods, unless minReplicas was raised above 0 meanwhile.
+        scaled_to_zero = gate and self._scaled_to_zero is True
+        if current == 0 and not ((spec.min_replicas != 0 and scaled_to_zero)
+                                 or (scaled_to_zero and spec.has_object_or_external)):
+            disabled = Condition(ConditionType.SCALING_ACTIVE, False, "ScalingDisabled", SCALING_DISABLED)
+            kept = self._scaled_to_zero if gate else None
+            return Decision(now, current, current, conditions=(got_scale, disabled), scaled_to_zero=kept)
         if current > spec.max_replicas:
-            return Decision(now, current, spec.max_replicas, reason=ABOVE_MAX)
-        if current < spec.min_replicas:
-            return Decision(now, current, spec.min_replicas, reason=BELOW_MIN)
+            return self._rescaled(Decision(now, current, spec.max_replicas, reason=ABOVE_MAX))
+        if current != 0 and current < spec.min_replicas:
+            return self._rescaled(Decision(now, current, spec.min_replicas, reason=BELOW_MIN))
 
         tolerances = spec.tolerances(self.config.tolerance)
         proposals = tuple(propose(m, observed.metrics.get(m.key), observed, tolerances, now, self.config)
@@ -157,15 +186,21 @@ class Autoscaler:
                 _FAILED_REASON[failure.metric.type],
                 f"the HPA was unable to compute the replica count: {failure.error}",
             )
-            return Decision(now, current, current, proposals=proposals, conditions=(inactive,), error=combined.error)
+            return Decision(now, current, current, proposals=proposals, conditions=(got_scale, inactive),
+                            error=combined.error, scaled_to_zero=self._scaled_to_zero)
 
         wanted = max(combined.replicas, 0)
-        stabilized, desired, limit, stabilization = self._normalize(now, current, wanted)
         reason = ""
-        if desired != current and wanted > current:
+        if wanted > current:
             reason = f"{combined.metric.description} above target"
-        elif desired != current and wanted < current:
+        elif wanted < current:
             reason = BELOW_TARGET
+        stabilized, limited_to, limit, stabilization = self._normalize(now, current, wanted)
+        desired = limited_to
+        if current == 0 and spec.min_replicas != 0 and scaled_to_zero and desired < spec.min_replicas:
+            # Woken with minReplicas raised since it went to 0: at least minReplicas, whatever the rate limits said.
+            desired = spec.min_replicas
+            reason = reason or BELOW_MIN
         if desired != current:
             able = Condition(ConditionType.ABLE_TO_SCALE, True, "SucceededRescale", f"scaling the target to {desired}")
         elif stabilized != wanted:
@@ -178,19 +213,35 @@ class Autoscaler:
             "ValidMetricFound",
             f"the HPA was able to successfully calculate a replica count from {combined.metric.description}",
         )
-        limited = Condition(ConditionType.SCALING_LIMITED, desired != stabilized, limit.value, _LIMIT_MESSAGE[limit])
-        return Decision(
+        limited = Condition(ConditionType.SCALING_LIMITED, limited_to != stabilized, limit.value,
+                            _LIMIT_MESSAGE[limit])
+        decision = Decision(
             now,
             current,
             desired,
-            reason=reason,
+            reason=reason if desired != current else "",
             proposals=proposals,
             metric_desired=combined.replicas,
             stabilized=stabilized,
             limited_by=limit,
             conditions=(able, active, limited),
             error=combined.error,
+            scaled_to_zero=self._scaled_to_zero,
         )
+        return self._rescaled(decision) if decision.rescale else decision
+
+    def _rescaled(self, decision: Decision) -> Decision:
+        """After a rescale: AbleToScale says so, and ScaledToZero is recorded (gate on: True when this rescale took a
+        target with an Object or External metric and minReplicas 0 down to 0, else False) or removed (gate off)."""
+        able = Condition(ConditionType.ABLE_TO_SCALE, True, "SucceededRescale",
+                         f"scaling the target to {decision.desired}")
+        conditions = [able, *(c for c in decision.conditions if c.type is not ConditionType.ABLE_TO_SCALE)]
+        state: bool | None = None
+        if self.config.scale_to_zero:
+            state = (decision.current > 0 and decision.desired == 0 and self.spec.min_replicas == 0
+                     and self.spec.has_object_or_external)
+            conditions.append(Condition(ConditionType.SCALED_TO_ZERO, state, *_SCALED_TO_ZERO[state]))
+        return replace(decision, conditions=tuple(conditions), scaled_to_zero=state)
 
     def _normalize(self, now: float, current: int, wanted: int) -> tuple[int, int, Limit, str]:
         """(stabilised, final, limit, stabilisation reason); records ``wanted`` as a recommendation."""

@@ -6,13 +6,13 @@ constructors take the metrics API's Quantity strings (or plain numbers in units)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from clikit.durations import parse_go_duration
 from loadtest.hpa.spec import QuantityLike, milli
 
 __all__ = [
@@ -142,21 +142,12 @@ class ResourceUsage:
                 continue
             found[item["metadata"]["name"]] = ResourceSample(
                 sum(milli(u) for u in usage), _seconds(item.get("timestamp")) or 0.0,
-                _go_duration(item.get("window") or "1m"))
+                parse_go_duration(item.get("window") or "1m"))  # metav1.Duration
         return cls(found)
 
 
 def _seconds(rfc3339: str | None) -> float | None:
     return None if not rfc3339 else datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
-
-
-_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|m|s|ms)")
-_GO_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def _go_duration(text: str) -> float:
-    """metav1.Duration as the metrics API writes it (``30s``, ``5m0s``, ``1h0m0s``)."""
-    return sum(float(n) * _GO_UNIT[u] for n, u in _GO_DURATION.findall(text))
 
 
 Reading = PodValues | ObjectValue | ExternalValues | ResourceUsage | FetchError

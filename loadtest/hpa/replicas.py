@@ -352,17 +352,24 @@ class Combined:
 
 
 def combine(proposals: Sequence[MetricProposal], spec_replicas: int) -> Combined:
-    """Maximum of the valid proposals; refused when all fail, or when some fail and the rest would scale down."""
-    valid = [(p.replicas, p.metric) for p in proposals if p.replicas is not None]
+    """Maximum of the valid proposals; refused when all fail, or when some fail and the rest would scale down.
+
+    The metric named is the first with the maximum, except that while the maximum so far is 0 every later valid
+    proposal takes its place (the controller's ``replicas == 0 || proposal > replicas``): when all ask for 0 replicas,
+    the last one is named.
+    """
     failed = [p for p in proposals if p.replicas is None]
     first_failure = failed[0] if failed else None
     error = None
     if first_failure is not None:
         counts = f"{len(failed)} invalid out of {len(proposals)}"
         error = f"invalid metrics ({counts}), first error is: {first_failure.error}"
-    if not valid:
+    replicas, metric = 0, None
+    for proposal in proposals:
+        if proposal.replicas is not None and (replicas == 0 or proposal.replicas > replicas):
+            replicas, metric = proposal.replicas, proposal.metric
+    if metric is None:
         return Combined(None, None, error, first_failure)
-    replicas, metric = max(valid, key=lambda pair: pair[0])  # the first of equal proposals names the reason
     if failed and replicas < spec_replicas:
         return Combined(None, None, error, first_failure)
     return Combined(replicas, metric, error, first_failure)

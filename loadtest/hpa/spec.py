@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
-from adapter.quantity import milli_value
+from adapter.api.quantity import milli_value
 
 __all__ = [
     "DEFAULT_DOWNSCALE_STABILIZATION_SECONDS",
@@ -21,6 +21,8 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "MAX_POLICY_PERIOD_SECONDS",
     "MAX_STABILIZATION_WINDOW_SECONDS",
+    "MIN_REPLICAS_BELOW_ONE",
+    "ZERO_NEEDS_OBJECT_OR_EXTERNAL",
     "Behavior",
     "ControllerConfig",
     "EffectiveRules",
@@ -46,6 +48,12 @@ DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS = 300.0  # --horizontal-pod-autoscaler
 DEFAULT_INITIAL_READINESS_DELAY_SECONDS = 30.0  # --horizontal-pod-autoscaler-initial-readiness-delay
 MAX_POLICY_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
+
+# kube-apiserver's messages for minReplicas 0 (pkg/apis/autoscaling/validation/validation.go), as kubectl prints them.
+ZERO_NEEDS_OBJECT_OR_EXTERNAL = (
+    "spec.metrics: Forbidden: must specify at least one Object or External metric to support scaling to zero replicas"
+)
+MIN_REPLICAS_BELOW_ONE = "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1"
 
 
 def milli(quantity: QuantityLike) -> int:
@@ -84,7 +92,9 @@ class MetricSpec:
     ``key`` names this metric's reading in ``Observations.metrics`` (default: the metric name; set it when two
     metrics share a name). ``described_object`` is ``"Kind/name"`` for Object metrics and empty otherwise. For a
     Resource metric ``name`` is the resource (``cpu``, ``memory``) and a Utilization target's ``target_milli`` holds
-    the percentage of the pods' requests (``averageUtilization``), not milli-units.
+    the percentage of the pods' requests (``averageUtilization``), not milli-units. ``selector`` is
+    ``metric.selector`` as a label selector string (``inference_pool=vllm``): the replica computation does not read
+    it, the request for the metric carries it.
     """
 
     type: MetricType
@@ -93,6 +103,7 @@ class MetricSpec:
     target_milli: int
     described_object: str = ""
     key: str = ""
+    selector: str = ""
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -110,10 +121,12 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r}: an Object metric needs described_object 'Kind/name'")
         if self.type is not MetricType.OBJECT and self.described_object:
             raise ValueError(f"metric {self.name!r}: only Object metrics have a described object")
+        if self.type is MetricType.RESOURCE and self.selector:
+            raise ValueError(f"metric {self.name!r}: a Resource metric has no metric selector")
 
     @classmethod
-    def pods(cls, name: str, average_value: QuantityLike, *, key: str = "") -> MetricSpec:
-        return cls(MetricType.PODS, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)
+    def pods(cls, name: str, average_value: QuantityLike, *, key: str = "", selector: str = "") -> MetricSpec:
+        return cls(MetricType.PODS, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key, selector=selector)
 
     @classmethod
     def resource(cls, name: str, *, average_utilization: int | None = None,
@@ -134,16 +147,18 @@ class MetricSpec:
         value: QuantityLike | None = None,
         average_value: QuantityLike | None = None,
         key: str = "",
+        selector: str = "",
     ) -> MetricSpec:
         target_type, target = _one_target(name, value, average_value)
-        return cls(MetricType.OBJECT, name, target_type, target, described_object, key)
+        return cls(MetricType.OBJECT, name, target_type, target, described_object, key, selector)
 
     @classmethod
     def external(
-        cls, name: str, *, value: QuantityLike | None = None, average_value: QuantityLike | None = None, key: str = ""
+        cls, name: str, *, value: QuantityLike | None = None, average_value: QuantityLike | None = None,
+        key: str = "", selector: str = "",
     ) -> MetricSpec:
         target_type, target = _one_target(name, value, average_value)
-        return cls(MetricType.EXTERNAL, name, target_type, target, key=key)
+        return cls(MetricType.EXTERNAL, name, target_type, target, key=key, selector=selector)
 
     @property
     def description(self) -> str:
@@ -260,7 +275,11 @@ class Tolerances:
 
 @dataclass(frozen=True)
 class HPASpec:
-    """The parts of ``HorizontalPodAutoscaler.spec`` the replica computation reads."""
+    """The parts of ``HorizontalPodAutoscaler.spec`` the replica computation reads.
+
+    ``min_replicas`` 0 (scale to zero) needs at least one Object or External metric, the rule the API server
+    applies whatever its ``HPAScaleToZero`` gate says; :meth:`validate` adds the gate's own check.
+    """
 
     max_replicas: int
     metrics: tuple[MetricSpec, ...]
@@ -277,6 +296,23 @@ class HPASpec:
             raise ValueError(f"maxReplicas must be at least 1, got {self.max_replicas}")
         if not 0 <= self.min_replicas <= self.max_replicas:
             raise ValueError(f"minReplicas must be in 0..maxReplicas, got {self.min_replicas}")
+        if self.min_replicas == 0 and not self.has_object_or_external:
+            types = ", ".join(sorted({m.type.value for m in self.metrics}))
+            raise ValueError(f"{ZERO_NEEDS_OBJECT_OR_EXTERNAL} (minReplicas is 0 and the metrics are {types}: "
+                             "with no pods there is no per-pod value to wake the target)")
+
+    @property
+    def has_object_or_external(self) -> bool:
+        """At least one Object or External metric: the only kinds that have a value while the target has no pods."""
+        return any(m.type in (MetricType.OBJECT, MetricType.EXTERNAL) for m in self.metrics)
+
+    def validate(self, *, scale_to_zero_gate: bool = True, old: HPASpec | None = None) -> None:
+        """kube-apiserver's check of ``minReplicas`` on create (``old`` None) or update: 0 is accepted when its
+        ``HPAScaleToZero`` gate is on (beta, on by default from v1.37), or on an update of an HPA that already had
+        0. Raises ``ValueError`` with the API server's message otherwise."""
+        lower_bound = 0 if scale_to_zero_gate or (old is not None and old.min_replicas == 0) else 1
+        if self.min_replicas < lower_bound:
+            raise ValueError(f"{MIN_REPLICAS_BELOW_ONE} (the HPAScaleToZero feature gate is off on the API server)")
 
     def tolerances(self, default: float) -> Tolerances:
         """The cluster tolerance, overridden per direction by ``behavior.scaleUp/scaleDown.tolerance``."""
@@ -293,6 +329,8 @@ class ControllerConfig:
     """kube-controller-manager's HPA flags (defaults as shipped).
 
     ``sync_period_seconds`` is not used by ``reconcile``; it is the cadence a loop should call it at.
+    ``scale_to_zero`` is the controller-manager's ``HPAScaleToZero`` feature gate (beta and on by default from
+    v1.37): off, the controller never wakes a target from 0 replicas and records no ``ScaledToZero`` condition.
     """
 
     tolerance: float = DEFAULT_TOLERANCE
@@ -300,6 +338,7 @@ class ControllerConfig:
     sync_period_seconds: float = DEFAULT_SYNC_PERIOD_SECONDS
     cpu_initialization_period_seconds: float = DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS
     initial_readiness_delay_seconds: float = DEFAULT_INITIAL_READINESS_DELAY_SECONDS
+    scale_to_zero: bool = True
 
     def __post_init__(self) -> None:
         if self.tolerance < 0 or self.downscale_stabilization_seconds < 0:

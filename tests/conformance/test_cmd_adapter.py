@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from adapter.cli import UsageError, app
-from adapter.upstream_flags import UpstreamFlagError, translate
+from adapter.cli.flags import UsageError
+from adapter.cli.main import app
+from adapter.cli.upstream import UpstreamFlagError, translate
 from tests.conformance.upstream import stated
 
 ADAPTER_TEST = "cmd/adapter/adapter_test.go"

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from adapter.discovery import Discovery
+from adapter.prometheus.discovery import Discovery
 from adapter.rules.catalogue import distinct_shapes
 from tests.conformance.upstream import UpstreamCase, params, rules_config, series
 

@@ -21,8 +21,8 @@ import yaml
 from adapter.rules import Binding, Catalogue, RulesConfig, build_catalogue, parse_rules
 from adapter.rules.query import custom_args, external_args
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs
+from adapter.rules.selectors import parse_selector, to_label_values, to_promql_matchers
 from adapter.rules.template import Template
-from adapter.selectors import parse_selector, to_label_values, to_promql_matchers
 
 REPOSITORY = "kubernetes-sigs/prometheus-adapter"
 README = Path(__file__).resolve().parents[2] / "README.md"

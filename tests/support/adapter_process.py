@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -15,15 +16,17 @@ from tests.support.prometheus import free_port
 
 class AdapterProcess:
     def __init__(self, prometheus_url: str, cert_dir: str, args: Sequence[str] = (), ready_timeout: float = 30.0,
-                 wait_ready: bool = True, disable_auth: bool = True) -> None:
-        """``disable_auth``: most tests are about metrics, not auth; the auth tests pass False and a kubeconfig."""
+                 wait_ready: bool = True, disable_auth: bool = True, cwd: str | os.PathLike[str] | None = None,
+                 ) -> None:
+        """``disable_auth``: most tests are about metrics, not auth; the auth tests pass False and a kubeconfig.
+        ``cwd``: run the adapter of another checkout (benchmarks compare two commits)."""
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "adapter", "serve", "--prometheus-url", prometheus_url, "--bind-address",
              "127.0.0.1", "--secure-port", str(self.port), "--cert-dir", cert_dir,
              *(["--disable-auth"] if disable_auth else []), *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=cwd)
         self.client = httpx.Client(base_url=self.url, verify=False, timeout=10.0)
         deadline = time.monotonic() + ready_timeout
         while True:

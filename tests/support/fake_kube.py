@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.selectors import SelectorError, matches, parse_selector
+from adapter.rules.selectors import SelectorError, matches, parse_selector
 
 Obj = dict[str, Any]
 Authorizer = Callable[[Obj], "bool | tuple[bool, str]"]

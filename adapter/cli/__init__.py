@@ -1,0 +1,1 @@
+"""``gpu-adapter``: the command line."""

@@ -1,0 +1,195 @@
+"""``gpu-adapter``'s flags as tables: one row per flag (name, type, default, help), shared between commands.
+
+A command is a function of one ``Options`` (its flags' values by Python name); ``command`` gives typer the
+function's signature from the command's table, so a flag is declared once, where it is documented, and the
+same row serves ``serve``, ``check`` and ``explain`` where they share it. ``docs/flags.md`` is rendered from these
+tables (``markdown``), and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
+from typing import Annotated, Any
+
+import typer
+
+from adapter.auth.middleware import DEFAULT_ALWAYS_ALLOW_PATHS
+
+Options = SimpleNamespace
+"""A command's flag values, by Python name (``options.prometheus_url``)."""
+
+
+class UsageError(Exception):
+    """A flag value or combination this server refuses; one line for the CLI."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str  # "--secure-port"
+    type: Any = str  # str, int, bool, str | None, list[str] | None
+    default: Any = None
+    help: str = ""
+    short: str | None = None  # "-v"
+    range: tuple[int, int] | None = None
+
+    @property
+    def attribute(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    def with_default(self, default: Any) -> Flag:
+        return replace(self, default=default)
+
+    def parameter(self) -> inspect.Parameter:
+        names = (self.name, self.short) if self.short else (self.name,)
+        low, high = self.range or (None, None)
+        option = typer.Option(*names, help=self.help or None, min=low, max=high, show_default=self.default is not None)
+        required = self.default is inspect.Parameter.empty
+        return inspect.Parameter(self.attribute, inspect.Parameter.KEYWORD_ONLY,
+                                 default=inspect.Parameter.empty if required else self.default,
+                                 annotation=Annotated[self.type, option])
+
+
+REQUIRED = inspect.Parameter.empty
+
+
+def command(app: typer.Typer, name: str, flags: Sequence[Flag],
+            argument: inspect.Parameter | None = None) -> Callable[[Callable[[Options], None]], Callable[..., None]]:
+    """Register ``run(options)`` as command ``name`` of ``app`` with ``flags`` (and one positional ``argument``)."""
+
+    def register(run: Callable[[Options], None]) -> Callable[..., None]:
+        def invoke(**values: Any) -> None:
+            run(Options(**values))
+
+        parameters = [p.parameter() for p in flags]
+        if argument is not None:
+            parameters.insert(0, argument)
+        invoke.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        invoke.__doc__ = run.__doc__
+        invoke.__name__ = name
+        app.command(name)(invoke)
+        return invoke
+
+    return register
+
+
+def markdown(tables: Sequence[tuple[str, Sequence[Flag]]]) -> str:
+    """One Markdown table per command: flag, default, what it does."""
+    out = []
+    for title, flags in tables:
+        out += [f"### `{title}`", "", "| flag | default | what it does |", "|---|---|---|"]
+        for flag in flags:
+            spelled = f"`{flag.name}`" + (f", `{flag.short}`" if flag.short else "")
+            default = ("required" if flag.default is REQUIRED else "" if flag.default in (None, "", False)
+                       else f"`{flag.default}`")
+            out.append(f"| {spelled} | {default} | {flag.help.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+# -- Prometheus: every command asks it ---------------------------------------------------------------------------
+PROMETHEUS = (
+    Flag("--prometheus-url", str, REQUIRED, "Prometheus base URL (a path prefix and query parameters are kept)."),
+    Flag("--config", str | None, None, "prometheus-adapter rules file; default: the built-in GPU presets."),
+    Flag("--prometheus-verb", str, "POST", "POST (no URL length limits) or GET."),
+    Flag("--prometheus-timeout", str, "5s", "Per-query timeout, also sent to Prometheus."),
+    Flag("--prometheus-token-file", str | None, None, "Bearer token for Prometheus, re-read when it changes."),
+    Flag("--prometheus-ca-file", str | None, None, "CA bundle that signed Prometheus' certificate."),
+    Flag("--prometheus-client-tls-cert-file", str | None, None, "Client certificate for Prometheus (mTLS)."),
+    Flag("--prometheus-client-tls-key-file", str | None, None, "Its private key."),
+    Flag("--prometheus-header", list[str] | None, None, "Extra header key=value on every request, repeatable."),
+    Flag("--prometheus-auth-config", str | None, None,
+         "kubeconfig-format file whose current context's credentials (CA, client certificate, token or basic auth) "
+         "are used for Prometheus; ignored with --prometheus-ca-file, as upstream."),
+    Flag("--prometheus-auth-incluster", bool, False,
+         "Use the pod's service account token and cluster CA for Prometheus (e.g. behind kube-rbac-proxy)."),
+)
+_NO_CLIENT_PAIR = {"--prometheus-client-tls-cert-file", "--prometheus-client-tls-key-file"}
+PROMETHEUS_FOR_TOOLS = tuple(f.with_default("10s") if f.name == "--prometheus-timeout" else f
+                             for f in PROMETHEUS if f.name not in _NO_CLIENT_PAIR)
+"""``check`` and ``explain``: a longer timeout, no client certificate flags."""
+
+# -- serve -------------------------------------------------------------------------------------------------------
+SERVING = (
+    Flag("--secure-port", int, 6443, "HTTPS port.", range=(1, 65535)),
+    Flag("--bind-address", str, "0.0.0.0", "Address to listen on."),
+    Flag("--cert-dir", str, "apiserver.local.config/certificates",
+         "Where a self-signed pair is kept when no --tls-cert-file is given."),
+    Flag("--tls-cert-file", str | None, None, "Serving certificate (PEM)."),
+    Flag("--tls-private-key-file", str | None, None, "Its private key."),
+    Flag("--tls-min-version", str, "VersionTLS12", "VersionTLS12 or VersionTLS13."),
+    Flag("--tls-cipher-suites", str, "",
+         "Comma-separated TLS 1.2 cipher suites (Go/IANA names); default: OpenSSL's secure set."),
+    Flag("--permit-port-sharing", bool, False, "Bind with SO_REUSEPORT, so several processes can share the port."),
+)
+DISCOVERY = (
+    Flag("--metrics-relist-interval", str, "1m", "How often Prometheus' series are listed again."),
+    Flag("--metrics-max-age", str | None, None,
+         "Look-back for series discovery (at least the relist interval); default: the relist interval plus the "
+         "longest scrape interval Prometheus reports (1m when it reports none)."),
+    Flag("--max-sample-age", str | None, None,
+         "A value whose newest underlying sample is older than this is no value, as NaN is (checked only for rules "
+         "whose query reaches further back, e.g. avg_over_time(x[5m])); 0 disables; default: 3 times the longest "
+         "scrape interval Prometheus reports (1m when it reports none)."),
+    Flag("--query-cache-ttl", str, "5s",
+         "Reuse a query result this long, never longer than Prometheus' scrape interval; 0: only share identical "
+         "queries in flight."),
+    Flag("--config-reload-interval", str, "5s", "How often --config is checked for changes; 0 disables reloading."),
+    Flag("--discovery-interval", str, "1m",
+         "How often the Kubernetes API's discovery is re-read, so resources (CRDs) added later resolve in the "
+         "rules; 0: only at start."),
+)
+LOGGING = (
+    Flag("--v", int, 0, "Log verbosity: 0 info, 2 access log, 4 debug, 6 every rendered PromQL query.", short="-v"),
+    Flag("--logging-format", str, "text", "text or json."),
+)
+KUBERNETES = (
+    Flag("--kubeconfig", str | None, None,
+         "Kubernetes API access; default: the in-cluster config when running in a pod, else none."),
+    Flag("--standalone-objects", str | None, None,
+         "Without a Kubernetes API: a JSON/YAML file of objects (resource -> [{namespace, name, labels}]) that "
+         "label selectors match; re-read on change."),
+)
+AUTH = (
+    Flag("--disable-auth", bool, False,
+         "Serve every request without authentication or authorisation. Local use only."),
+    Flag("--anonymous-auth", bool, False,
+         "Treat requests without credentials as system:anonymous (then authorised by SubjectAccessReview) instead "
+         "of answering 401."),
+    Flag("--requestheader-client-ca-file", str | None, None,
+         "CA of the front-proxy client certificate; default: read from "
+         "kube-system/extension-apiserver-authentication."),
+    Flag("--requestheader-allowed-names", str, "",
+         "Comma-separated front-proxy certificate CNs; empty: any CN signed by the CA."),
+    Flag("--requestheader-username-headers", str, "X-Remote-User", "Headers that carry the user name."),
+    Flag("--requestheader-group-headers", str, "X-Remote-Group", "Headers that carry the groups."),
+    Flag("--requestheader-extra-headers-prefix", str, "X-Remote-Extra-", "Prefix of the headers that carry extras."),
+    Flag("--client-ca-file", str | None, None, "CA for ordinary x509 client certificates (CN = user, O = groups)."),
+    Flag("--authentication-skip-lookup", bool, False, "Do not read kube-system/extension-apiserver-authentication."),
+    Flag("--authentication-tolerate-lookup-failure", bool, False,
+         "Start even when that ConfigMap cannot be read (aggregated requests then fail with 401)."),
+    Flag("--authorization-always-allow-paths", str, ",".join(DEFAULT_ALWAYS_ALLOW_PATHS),
+         "Comma-separated paths served without authentication (a trailing * matches a prefix)."),
+    Flag("--authentication-token-webhook-cache-ttl", str, "10s",
+         "How long TokenReview answers are kept; 0: not kept."),
+    Flag("--authorization-webhook-cache-authorized-ttl", str, "10s", "How long 'allowed' answers are kept."),
+    Flag("--authorization-webhook-cache-unauthorized-ttl", str, "10s", "How long 'denied' answers are kept."),
+)
+SERVE = (*PROMETHEUS, *SERVING, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH)
+
+# -- check and explain --------------------------------------------------------------------------------------------
+CHECK = (*PROMETHEUS_FOR_TOOLS, Flag("--metrics-max-age", str, "5m", "Look-back for series discovery."))
+EXPLAIN = (
+    *PROMETHEUS_FOR_TOOLS,
+    Flag("--label-selector", str | None, None, "The request's labelSelector (or in the path's query string)."),
+    Flag("--metric-label-selector", str | None, None, "The request's metricLabelSelector (likewise)."),
+    Flag("--output", str, "text", "text or json.", short="-o"),
+    Flag("--metrics-max-age", str, "5m", "Look-back for series discovery."),
+    Flag("--kubeconfig", str | None, None,
+         "Resolve labelSelector through this cluster's API (default: in-cluster config when in a pod)."),
+    Flag("--standalone-objects", str | None, None, "Without a cluster: objects that label selectors match."),
+)
+
+TABLES = (("gpu-adapter serve", SERVE), ("gpu-adapter check", CHECK), ("gpu-adapter explain", EXPLAIN))

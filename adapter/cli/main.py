@@ -1,0 +1,37 @@
+"""``gpu-adapter``: ``serve`` the metrics APIs, ``check`` what the rules yield, ``explain`` one request."""
+
+from __future__ import annotations
+
+import typer
+
+import clikit
+from adapter.auth.stack import AuthSetupError
+from adapter.cli import flags
+from adapter.cli.check import check
+from adapter.cli.explain import PATH, explain
+from adapter.cli.flags import UsageError, command
+from adapter.cli.serve import serve
+from adapter.cli.upstream import UpstreamFlagError, translate
+from adapter.install_check import check_install
+from adapter.kube.config import KubeConfigError
+from adapter.rules import RulesError
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
+                  help="Kubernetes custom metrics API for GPU workloads, answered from Prometheus.")
+
+command(app, "serve", flags.SERVE)(serve)
+command(app, "check", flags.CHECK)(check)
+command(app, "explain", flags.EXPLAIN, argument=PATH)(explain)
+app.command("check-install")(check_install)  # the chart's `helm test`: adapter/install_check.py
+
+EXPECTED = (UsageError, RulesError, KubeConfigError, AuthSetupError, UpstreamFlagError)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Usage and configuration errors are one line on stderr, never a traceback."""
+    clikit.run(app, "gpu-adapter", argv, EXPECTED, prepare=_upstream_spellings)
+
+
+def _upstream_spellings(args: list[str]) -> list[str]:
+    """``serve`` takes prometheus-adapter's command line as written (adapter.cli.upstream)."""
+    return ["serve", *translate(args[1:])] if args[:1] == ["serve"] else args

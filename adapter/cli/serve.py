@@ -1,0 +1,169 @@
+"""``gpu-adapter serve``: check every flag, build the adapter (``build``), then serve it over HTTPS until stopped.
+
+Nothing is written or bound before every setting has been accepted: a refused start leaves no files behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from adapter.auth.stack import AuthOptions, AuthStack
+from adapter.cli import values
+from adapter.cli.flags import Options, UsageError
+from adapter.kube.config import KubeConfigError, load_api_client
+from adapter.kube.standalone import StandaloneObjects
+from adapter.prometheus.client import PrometheusClient
+from adapter.prometheus.discovery import Discovery
+from adapter.prometheus.querycache import QueryCache
+from adapter.provider.engine import Engine
+from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
+from adapter.rules.source import RulesSource
+from adapter.server.app import AdapterState, create_app
+from adapter.server.certs import self_signed
+from adapter.server.logs import FORMATS, configure_logging
+from adapter.server.selfmetrics import AdapterMetrics
+from adapter.server.serving import listening_socket, server_context, uvicorn_config
+
+log = logging.getLogger("adapter")
+
+
+def serve(options: Options) -> None:
+    """Serve custom.metrics.k8s.io (v1beta1 and v1beta2) and, with externalRules, external.metrics.k8s.io."""
+    if options.logging_format not in FORMATS:
+        raise UsageError(f"--logging-format {options.logging_format!r}: expected text or json")
+    configure_logging(options.v, options.logging_format)
+    adapter = build(options)
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn_config(create_app(adapter.state), options.bind_address, options.secure_port,
+                                           adapter.tls, log_config=None))
+    try:
+        sock = listening_socket(options.bind_address, options.secure_port, reuse_port=options.permit_port_sharing)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {options.bind_address}:{options.secure_port}: "
+                         f"{exc.strerror or exc}") from None
+    # Everything built so far (modules, rules, the app) lives as long as the process: out of the collector's sight,
+    # a full collection no longer walks it all.
+    gc.freeze()
+    server.run(sockets=[sock])
+
+
+@dataclass
+class Adapter:
+    state: AdapterState
+    tls: Any  # ssl.SSLContext
+
+
+def build(options: Options) -> Adapter:
+    """The adapter's parts from its flags, checked; nothing is started yet (the app's lifespan starts them)."""
+    o = options
+    cache_ttl = values.duration_or_zero(o.query_cache_ttl, "--query-cache-ttl")
+    reload_interval = values.duration_or_zero(o.config_reload_interval, "--config-reload-interval")
+    prom = values.prometheus_config(o)
+    tls = values.serving_tls(o.tls_min_version, o.tls_cipher_suites)
+    auth_ttls = [values.duration_or_zero(text, flag) for text, flag in (
+        (o.authentication_token_webhook_cache_ttl, "--authentication-token-webhook-cache-ttl"),
+        (o.authorization_webhook_cache_authorized_ttl, "--authorization-webhook-cache-authorized-ttl"),
+        (o.authorization_webhook_cache_unauthorized_ttl, "--authorization-webhook-cache-unauthorized-ttl"))]
+    front_proxy = {  # checked whether or not auth is on, as the apiserver's options are
+        "requestheader_allowed_names": values.csv(o.requestheader_allowed_names, "--requestheader-allowed-names"),
+        "requestheader_username_headers": values.csv(o.requestheader_username_headers,
+                                                     "--requestheader-username-headers"),
+        "requestheader_group_headers": values.csv(o.requestheader_group_headers, "--requestheader-group-headers"),
+        "requestheader_extra_headers_prefix": values.csv(o.requestheader_extra_headers_prefix,
+                                                         "--requestheader-extra-headers-prefix")}
+    always_allow = values.csv(o.authorization_always_allow_paths, "--authorization-always-allow-paths")
+    relist = values.duration(o.metrics_relist_interval, "--metrics-relist-interval")
+    max_age = values.duration(o.metrics_max_age, "--metrics-max-age") if o.metrics_max_age else None
+    if max_age is not None and max_age < relist:
+        raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
+    sample_age = values.duration_or_zero(o.max_sample_age, "--max-sample-age") if o.max_sample_age else None
+    if bool(o.tls_cert_file) != bool(o.tls_private_key_file):
+        raise UsageError("--tls-cert-file and --tls-private-key-file go together")
+    api_client = load_api_client(o.kubeconfig)
+    resources = _resource_discovery(api_client, values.duration_or_zero(o.discovery_interval, "--discovery-interval"))
+    rules = RulesSource.load(o.config, interval_s=reload_interval)
+    if resources is not None:
+        resources.on_change = lambda: rules.reparse() and None
+    client = PrometheusClient(prom)
+    metrics = AdapterMetrics()
+    cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
+    discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
+    discovery.after_relist(lambda: cache.refresh_freshness(discovery.scrape_intervals))
+    rules.on_change(lambda _: discovery.request_relist())
+    resolver = object_resolver(api_client, o.standalone_objects)
+    auth = None
+    if o.disable_auth:
+        log.warning("--disable-auth: every caller can read every metric; never use this in a cluster")
+    else:
+        auth = AuthStack(AuthOptions(
+            requestheader_client_ca_file=o.requestheader_client_ca_file, **front_proxy,
+            client_ca_file=o.client_ca_file, skip_lookup=o.authentication_skip_lookup,
+            tolerate_lookup_failure=o.authentication_tolerate_lookup_failure,
+            always_allow_paths=always_allow, anonymous=o.anonymous_auth,
+            token_cache_ttl_s=auth_ttls[0], allowed_cache_ttl_s=auth_ttls[1], denied_cache_ttl_s=auth_ttls[2]),
+            api_client)
+        asyncio.run(auth.load())
+    engine = Engine(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age))
+    metrics.watch_discovery(discovery)
+    metrics.watch_query_cache(cache)
+    metrics.watch_rules(rules)
+    metrics.watch_several_series(engine.series_conflicts)
+    state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
+                         metrics=metrics, rules=rules, auth=auth)
+    if resources is not None:
+        state.background.append(resources)
+    if api_client is not None:  # the Kubernetes API's watch caches
+        kube: Any = resolver
+        metrics.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})
+        state.on_shutdown.append(kube.close)
+    if o.tls_cert_file and o.tls_private_key_file:
+        cert, key = o.tls_cert_file, o.tls_private_key_file
+    else:  # only once every other setting has been accepted: a refused start writes nothing
+        cert, key = self_signed(o.cert_dir, ["localhost", "127.0.0.1", "::1"])
+        log.info("serving with a self-signed certificate from %s", o.cert_dir)
+    context = server_context(cert, key, None, request_client_certs=auth is not None, tls=tls)
+    if auth is not None:
+        auth.attach_tls(context)
+    return Adapter(state, context)
+
+
+def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[], float | None]:
+    """``--max-sample-age`` for the engine: the flag's value (0: no limit), else 3 scrape intervals as last read."""
+    if flag_s is not None:
+        return lambda: flag_s or None
+    return lambda: discovery.default_max_sample_age_s
+
+
+def object_resolver(api_client: object | None, standalone_objects: str | None) -> ObjectResolver:
+    """Who resolves label selectors: the Kubernetes API's caches, a ``--standalone-objects`` file, or nobody."""
+    if standalone_objects and api_client is not None:
+        raise UsageError("--standalone-objects is for running without a Kubernetes API; with one, selectors are "
+                         "resolved from the API")
+    if api_client is not None:
+        from adapter.kube.resolver import KubeResolver
+
+        return KubeResolver(api_client)  # type: ignore[arg-type]
+    if standalone_objects:
+        return StandaloneObjects(standalone_objects)
+    return StandaloneResolver()
+
+
+def _resource_discovery(api_client: object | None, interval_s: float) -> Any:
+    """With a Kubernetes API: resource names resolve by its discovery (read now, then every ``interval_s``)."""
+    if api_client is None:
+        return None
+    from adapter.kube.api import KubeApi, KubeError
+    from adapter.kube.restmapper import ResourceDiscovery
+
+    resources = ResourceDiscovery(KubeApi(api_client), interval_s, on_change=lambda: None)  # type: ignore[arg-type]
+    try:
+        resources.refresh()
+    except KubeError as exc:
+        raise KubeConfigError(f"reading the Kubernetes API's discovery (which resources exist) failed: {exc}") from None
+    return resources

@@ -1,0 +1,266 @@
+"""The one place that talks to Prometheus: instant queries, series lists and targets, over ``httpx.AsyncClient``.
+
+One client per adapter: its connection pool keeps connections to Prometheus alive between the HPAs' requests. The
+environment's HTTP(S)_PROXY, ALL_PROXY and NO_PROXY apply, as for any httpx client. Every failure is a
+``PrometheusError``: ``PrometheusUnavailable`` (down, slow, 5xx: the API answers 503 and the HPA keeps its scale)
+or ``QueryFailed`` (Prometheus refused the query: a bad rule). Neither ever becomes a value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import ssl
+from collections.abc import AsyncIterator, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import httpx
+import orjson
+
+from clikit.durations import DurationError, parse_prometheus_duration
+
+SeriesShape = tuple[str, frozenset[str]]
+"""A series reduced to its metric name and the names of its other labels."""
+
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+"""An answer larger than this is refused rather than held in memory (a series list of ~1 million series)."""
+
+
+class PrometheusError(Exception):
+    """Prometheus could not answer: down, slow, or returned an error. Never turned into a value."""
+
+
+class PrometheusUnavailable(PrometheusError):
+    """Unreachable, timed out, or 5xx: the API answers 503 and the HPA keeps its current scale."""
+
+
+class QueryFailed(PrometheusError):
+    """Prometheus rejected the query (bad_data, execution error): a server-side bug or a bad rule."""
+
+
+class Sample(NamedTuple):
+    """One series' value; immutable."""
+
+    labels: Mapping[str, str]
+    timestamp: float
+    value: float
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.value)
+
+
+@dataclass(frozen=True)
+class PrometheusConfig:
+    url: str
+    method: Literal["GET", "POST"] = "POST"
+    timeout_s: float = 5.0
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    client_cert_file: str | None = None
+    client_key_file: str | None = None
+    insecure_skip_verify: bool = False
+    # Sent with every request; a list of pairs may repeat a name (``--prometheus-header`` given twice).
+    headers: Mapping[str, str] | Sequence[tuple[str, str]] = field(default_factory=dict)
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
+_PRINTABLE_VALUE = re.compile(r"[\t\x20-\x7e]*")
+
+
+def header_name_ok(name: str) -> bool:
+    """A header name as configured (``--prometheus-header``): an RFC 9110 token."""
+    return _HEADER_NAME.fullmatch(name) is not None
+
+
+def header_value_ok(value: str) -> bool:
+    """A configured header value or token this project sends: printable ASCII, spaces and tabs (no line break, no
+    control character, nothing that needs an encoding)."""
+    return _PRINTABLE_VALUE.fullmatch(value) is not None
+
+
+# Queries and series lists ask for an uncompressed answer. Prometheus gzips every API answer whose client accepts it
+# (httpx asks by default), at a CPU cost on both sides that a cluster network does not repay.
+_UNCOMPRESSED = {"Accept-Encoding": "identity"}
+_LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+
+
+class BearerTokenFile(httpx.Auth):
+    """``Authorization: Bearer`` from a file re-read whenever it changes (projected service-account tokens
+    rotate); a file that cannot be read or sent makes the request ``PrometheusUnavailable``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._token = ""
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.token()}"
+        yield request
+
+    def token(self) -> str:
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise PrometheusUnavailable(f"cannot read bearer token file {self.path}: {exc.strerror}") from None
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            try:
+                with open(self.path, encoding="utf-8") as fh:
+                    token = fh.read().strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PrometheusUnavailable(f"cannot read bearer token file {self.path}: {exc}") from None
+            if not header_value_ok(token):  # the token itself is never shown
+                raise PrometheusUnavailable(f"bearer token file {self.path}: the token holds a line break, a control "
+                                            "or a non-ASCII character")
+            self._token, self._stamp = token, stamp
+        return self._token
+
+
+def tls_context(config: PrometheusConfig) -> ssl.SSLContext:
+    if config.insecure_skip_verify:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(cafile=config.ca_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if config.client_cert_file:  # mTLS also when verification is skipped
+        context.load_cert_chain(config.client_cert_file, config.client_key_file)
+    return context
+
+
+class PrometheusClient:
+    """``transport`` replaces the network (tests); otherwise httpx's own, with this config's TLS."""
+
+    def __init__(self, config: PrometheusConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        pairs = config.headers.items() if isinstance(config.headers, Mapping) else config.headers
+        headers = list(pairs)
+        for name, value in headers:  # the CLI says so first (prometheus_headers); the value is never shown
+            if not header_name_ok(name) or not header_value_ok(value):
+                raise ValueError(f"Prometheus header {name!r}: expected a token name and a printable ASCII value")
+        # An Authorization header given with --prometheus-header wins over the token file, as upstream's bearer
+        # round tripper leaves a request that already has one alone.
+        header_authorizes = any(name.lower() == "authorization" for name, _ in headers)
+        auth = BearerTokenFile(config.bearer_token_file) if config.bearer_token_file and not header_authorizes else None
+        url = httpx.URL(config.url)
+        self._http = httpx.AsyncClient(
+            base_url=url.copy_with(query=None, fragment=None),
+            params=url.params,  # e.g. VictoriaMetrics' extra_label=..., on every call
+            headers=headers, auth=auth, timeout=config.timeout_s, limits=_LIMITS, transport=transport,
+            verify=tls_context(config) if transport is None else True)
+        self.queries_total = 0
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def query(self, promql: str, at: float | None = None) -> list[Sample]:
+        """Instant query; a vector becomes one Sample per series, a scalar one Sample without labels."""
+        params: dict[str, Any] = {"query": promql, "timeout": self._server_timeout()}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        self.queries_total += 1
+        data = await self._call("/api/v1/query", params, headers=_UNCOMPRESSED)
+        kind, result = data.get("resultType"), data.get("result")
+        if kind == "vector":
+            return [Sample(item["metric"], float(item["value"][0]), float(item["value"][1])) for item in result]
+        if kind == "scalar":
+            return [Sample({}, float(result[0]), float(result[1]))]
+        raise QueryFailed(f"query returned a {kind}, expected an instant vector: {promql}")
+
+    async def series(self, matchers: Sequence[str], start: float, end: float) -> list[dict[str, str]]:
+        params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        return await self._call("/api/v1/series", params)
+
+    async def series_shapes(self, matchers: Sequence[str], start: float, end: float) -> frozenset[SeriesShape]:
+        """``series`` reduced to the distinct (metric name, names of the other labels) while the answer is decoded,
+        off the event loop: no dict per series is kept (a relist over 100,000 series would otherwise hold them all
+        at once; bench/discovery.py)."""
+        params = {"match[]": list(matchers), "start": f"{start:.3f}", "end": f"{end:.3f}"}
+        shared: dict[SeriesShape, SeriesShape] = {}
+
+        def label_set(obj: dict[str, Any]) -> Any:
+            # json object_hook: a label set (it has __name__) becomes its shape, one object per distinct shape, and
+            # the dict is dropped at once; anything else (the envelope, an error) stays as it is.
+            name = obj.get("__name__")
+            if not isinstance(name, str) or not name:
+                return obj
+            del obj["__name__"]
+            shape = (name, frozenset(obj))
+            return shared.setdefault(shape, shape)
+
+        data = await self._call("/api/v1/series", params, headers=_UNCOMPRESSED, object_hook=label_set)
+        return frozenset(item for item in data if isinstance(item, tuple))
+
+    async def targets(self) -> list[dict[str, Any]]:
+        """The active scrape targets (``/api/v1/targets`` answers GET only, whatever ``method`` says)."""
+        data = await self._call("/api/v1/targets", {"state": "active"}, method="GET")
+        targets = data.get("activeTargets") if isinstance(data, dict) else None
+        if not isinstance(targets, list):
+            raise PrometheusUnavailable("Prometheus answered /api/v1/targets without activeTargets")
+        return targets
+
+    async def scrape_intervals(self) -> list[float]:
+        """The distinct scrape intervals of the active targets, in seconds, smallest first (may be empty)."""
+        found = set()
+        for target in await self.targets():
+            try:
+                found.add(parse_prometheus_duration(str(target.get("scrapeInterval", ""))))
+            except DurationError:
+                continue
+        return sorted(found)
+
+    def _server_timeout(self) -> str:
+        # Prometheus gives up a little before we do, so a slow query ends as its error, not our timeout.
+        # Prometheus durations take no decimals: whole milliseconds.
+        return f"{max(int(self.config.timeout_s * 900), 100)}ms"
+
+    async def _call(self, path: str, params: Mapping[str, Any], method: str | None = None,
+                    headers: Mapping[str, str] | None = None,
+                    object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+        method = method or self.config.method
+        request = (self._http.build_request("POST", path, data=params, headers=headers) if method == "POST"
+                   else self._http.build_request("GET", path, params=params, headers=headers))
+        try:
+            async with asyncio.timeout(self.config.timeout_s):  # connecting, waiting and reading, all together
+                response = await self._http.send(request, stream=True)
+                try:
+                    body = await _read_capped(response.aiter_bytes())
+                finally:
+                    await response.aclose()
+        except (TimeoutError, httpx.TimeoutException):
+            raise PrometheusUnavailable(f"Prometheus did not answer within {self.config.timeout_s:g}s") from None
+        except httpx.HTTPError as exc:
+            raise PrometheusUnavailable(f"Prometheus unreachable: {exc.__class__.__name__}: {exc}") from None
+        if object_hook is None:
+            return _decode(response.status_code, body)
+        return await asyncio.to_thread(_decode, response.status_code, body, object_hook)  # megabytes
+
+
+async def _read_capped(chunks: AsyncIterator[bytes]) -> bytes:
+    parts, size = [], 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise PrometheusUnavailable(f"Prometheus' answer is larger than {MAX_ANSWER_BYTES // 2**20} MiB")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _decode(status: int, raw: bytes, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+    try:
+        # object_hook: the standard library's decoder, the one that can reduce each object while decoding.
+        body = json.loads(raw, object_hook=object_hook) if object_hook else orjson.loads(raw)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("status") == "success":
+        return body.get("data")
+    detail = body.get("error") if isinstance(body, dict) else raw[:200].decode("utf-8", "replace")
+    if status in (400, 422):
+        raise QueryFailed(f"Prometheus rejected the query: {detail}")
+    raise PrometheusUnavailable(f"Prometheus answered {status}: {detail}")

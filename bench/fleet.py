@@ -1,0 +1,340 @@
+"""An HPA fleet against the adapter, asked the way kube-controller-manager asks, in a cluster-shaped setup.
+
+Setup, all real and on loopback: an exposition endpoint with N workloads of 10 pods each (one GPU per pod:
+``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_DEV_FB_USED`` per pod, scraped with ``honor_labels`` as dcgm-exporter is;
+each pod's series carry its workload's Service as ``service``); a Prometheus scraping it; a fake Kubernetes API
+holding the N x 10 pods (labels as a Deployment's pods carry them), the front-proxy CA and an RBAC stand-in for
+SubjectAccessReviews; and the adapter with the built-in GPU presets and delegated auth, as in a cluster.
+
+The fleet: N HPAs, each with two metrics, as in the EKS guide and the field: a Pods metric
+(``pods/*/DCGM_FI_DEV_GPU_UTIL?labelSelector=app=<workload>``, its 10 pods) and an Object metric (its Service's
+``DCGM_FI_DEV_GPU_UTIL_AVG``). The controller's shape (kube-controller-manager, pkg/controller/podautoscaler):
+every ``--horizontal-pod-autoscaler-sync-period`` (15 s) the informer resync queues every HPA; 5 workers
+(``--concurrent-horizontal-pod-autoscaler-syncs``) take them one at a time and fetch each HPA's metrics one after
+the other; the custom-metrics client's discovery is invalidated every sync period, so a round starts with it
+(here: ``/apis`` and the ``custom.metrics.k8s.io/v1beta2`` resource list). Requests come through the
+aggregator's identity: the front-proxy client certificate and ``X-Remote-User`` of the HPA's service account.
+
+Printed (never asserted): per round, how long the fleet took (goal: within the 15 s period); request latency p50,
+p99 and max per metric type (goal p99 <= 25 ms at N = 1,000); the adapter's CPU over the measured rounds as a
+share of one core (goal <= 25 %) and its RSS and peak (goal <= 128 MiB); and the baseline measured in the same
+run, the same workers sending each HPA's PromQL straight to Prometheus (``/api/v1/query``).
+
+Usage: ``python bench/fleet.py [--workloads 1000,5000] [--rounds 3] [--adapter-from DIR] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rss import mib, rss_of  # noqa: E402  (bench/rss.py)
+
+from tests.support.adapter_process import AdapterProcess  # noqa: E402
+from tests.support.certs import issue, make_ca  # noqa: E402
+from tests.support.fake_kube import FakeKube, configmap, pod  # noqa: E402
+from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
+from tests.support.prometheus import PrometheusServer  # noqa: E402
+
+PODS_PER_WORKLOAD = 10
+NAMESPACES = 20
+SYNC_PERIOD_S = 15.0
+WORKERS = 5
+HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+HPA_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
+CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
+
+
+@dataclass(frozen=True)
+class Workload:
+    namespace: str
+    name: str
+
+    def pods(self) -> list[str]:
+        return [f"{self.name}-7f9c6b5d8-{i:05x}" for i in range(PODS_PER_WORKLOAD)]
+
+    def pods_path(self) -> tuple[str, dict[str, str]]:
+        return (f"{CUSTOM}/namespaces/{self.namespace}/pods/*/DCGM_FI_DEV_GPU_UTIL",
+                {"labelSelector": f"app={self.name}"})
+
+    def object_path(self) -> tuple[str, dict[str, str]]:
+        return f"{CUSTOM}/namespaces/{self.namespace}/services/{self.name}/DCGM_FI_DEV_GPU_UTIL_AVG", {}
+
+    def pods_promql(self) -> str:
+        """What the GPU presets render for the Pods metric (checked against ``/debug/explain`` once per run)."""
+        return (f'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{{namespace="{self.namespace}",'
+                f'pod=~"{"|".join(sorted(self.pods()))}"}})')
+
+    def object_promql(self) -> str:
+        return f'avg by (service) (DCGM_FI_DEV_GPU_UTIL{{service="{self.name}"}})'
+
+
+def workloads(n: int) -> list[Workload]:
+    return [Workload(f"team-{i % NAMESPACES:02d}", f"infer-{i:05d}") for i in range(n)]
+
+
+def exposition(fleet: list[Workload]) -> str:
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge", "# TYPE DCGM_FI_DEV_FB_USED gauge"]
+    k = 0
+    for w in fleet:
+        for p in w.pods():
+            node, gpu = divmod(k, 8)
+            labels = (f'gpu="{gpu}",UUID="GPU-{k:08x}-0000-4000-8000-000000000000",device="nvidia{gpu}",'
+                      f'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-{node}",container="server",'
+                      f'namespace="{w.namespace}",pod="{p}",service="{w.name}"')
+            lines.append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {(k * 37) % 100}")
+            lines.append(f"DCGM_FI_DEV_FB_USED{{{labels}}} {20000 + k % 5000}")
+            k += 1
+    return "\n".join(lines) + "\n"
+
+
+def rbac(spec: dict) -> tuple[bool, str]:
+    """The HPA controller may get custom metrics (what its ClusterRole grants) and, here, the bench's check of
+    the PromQL through /debug/explain; nobody else anything."""
+    attrs = spec.get("resourceAttributes") or {}
+    path = (spec.get("nonResourceAttributes") or {}).get("path", "")
+    allowed = spec.get("user") == HPA_USER and (
+        (attrs.get("group") == "custom.metrics.k8s.io" and attrs.get("verb") == "get") or path.startswith("/debug/"))
+    return allowed, "" if allowed else "no RBAC policy matched"
+
+
+@dataclass
+class Cluster:
+    prom: PrometheusServer
+    kube: FakeKube
+    endpoint: MetricsEndpoint
+    tmp: Path
+    client_cert: tuple[str, str]
+
+    def stop(self) -> None:
+        self.prom.stop()
+        self.kube.stop()
+        self.endpoint.stop()
+
+
+def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
+    ca = make_ca("front-proxy-ca")
+    proxy = issue(ca, "front-proxy-client")
+    kube = FakeKube(authorize=rbac, bookmark_interval=None)
+    kube.put("", "v1", "configmaps", configmap("kube-system", "extension-apiserver-authentication", {
+        "requestheader-client-ca-file": ca.cert_pem.decode(),
+        "requestheader-allowed-names": '["front-proxy-client"]',
+        "requestheader-username-headers": '["X-Remote-User"]',
+        "requestheader-group-headers": '["X-Remote-Group"]',
+        "requestheader-extra-headers-prefix": '["X-Remote-Extra-"]'}))
+    k = 0
+    for w in fleet:
+        for p in w.pods():
+            kube.put("", "v1", "pods", pod(w.namespace, p, {"app": w.name, "pod-template-hash": "7f9c6b5d8",
+                                                            "team": w.namespace, "model": "llama-3-8b"},
+                                           node_name=f"gpu-node-{k // 8}", uid=f"00000000-0000-4000-8000-{k:012x}"))
+            k += 1
+    kube.start()
+    endpoint = MetricsEndpoint(exposition(fleet))
+    prom = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True, scrape_interval="15s",
+                            tmp_prefix="prometheus-fleet-")
+    expected = len(fleet) * PODS_PER_WORKLOAD
+    deadline = time.monotonic() + 120
+    while len(prom.query("DCGM_FI_DEV_GPU_UTIL")) < expected:
+        if time.monotonic() > deadline:
+            raise RuntimeError("Prometheus did not scrape the fleet's series in 120 s")
+        time.sleep(1)
+    return Cluster(prom, kube, endpoint, tmp, proxy.write(tmp, "front-proxy"))
+
+
+def hpa_client(base_url: str, cert: tuple[str, str] | None) -> httpx.AsyncClient:
+    """The aggregator's side of the connection: its client certificate and the HPA's identity in headers."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    headers: list[tuple[str, str]] = []
+    if cert is not None:
+        context.load_cert_chain(*cert)
+        headers = [("X-Remote-User", HPA_USER), *(("X-Remote-Group", g) for g in HPA_GROUPS)]
+    return httpx.AsyncClient(base_url=base_url, verify=context, headers=headers, timeout=30.0,
+                             limits=httpx.Limits(max_connections=WORKERS + 1, max_keepalive_connections=WORKERS + 1))
+
+
+@dataclass
+class Round:
+    seconds: float
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    failures: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # "<status> <path>" of the first failures
+
+    def record(self, kind: str, began: float, response: httpx.Response) -> None:
+        self.latencies[kind].append(time.perf_counter() - began)
+        if response.status_code != 200:
+            self.failures += 1
+            key = f"{response.status_code} {response.url.path}: {response.text[:160]}"
+            if len(self.failed) < 5:
+                self.failed[key] = self.failed.get(key, 0) + 1
+
+
+async def adapter_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Round:
+    """One sync period: discovery, then every HPA's two metrics, 5 HPAs at a time."""
+    began = time.perf_counter()
+    out = Round(0.0, {"discovery": [], "pods": [], "object": []})
+    for path in ("/apis", CUSTOM):
+        t = time.perf_counter()
+        out.record("discovery", t, await client.get(path))
+    queue: asyncio.Queue[Workload] = asyncio.Queue()
+    for w in fleet:
+        queue.put_nowait(w)
+
+    async def worker() -> None:
+        while not queue.empty():
+            w = queue.get_nowait()
+            for kind, (path, params) in (("pods", w.pods_path()), ("object", w.object_path())):
+                t = time.perf_counter()
+                out.record(kind, t, await client.get(path, params=params))
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+async def prometheus_round(client: httpx.AsyncClient, fleet: list[Workload]) -> Round:
+    """The baseline: the same workers POSTing each HPA's PromQL straight to Prometheus."""
+    began = time.perf_counter()
+    out = Round(0.0, {"pods": [], "object": []})
+    queue: asyncio.Queue[Workload] = asyncio.Queue()
+    for w in fleet:
+        queue.put_nowait(w)
+
+    async def worker() -> None:
+        while not queue.empty():
+            w = queue.get_nowait()
+            for kind, promql in (("pods", w.pods_promql()), ("object", w.object_promql())):
+                t = time.perf_counter()
+                response = await client.post("/api/v1/query", data={"query": promql},
+                                             headers={"Accept-Encoding": "identity"})
+                out.latencies[kind].append(time.perf_counter() - t)
+                out.failures += response.status_code != 200 or not response.json()["data"]["result"]
+
+    await asyncio.gather(*(worker() for _ in range(WORKERS)))
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+async def check_promql(client: httpx.AsyncClient, w: Workload) -> None:
+    """The baseline's PromQL is what the adapter sends (a renamed preset would make the comparison wrong)."""
+    for (path, params), promql in ((w.pods_path(), w.pods_promql()), (w.object_path(), w.object_promql())):
+        explained = (await client.get("/debug/explain" + path, params=params)).json()
+        sent = [r["promql"] for r in explained["rules"]]
+        if promql not in sent:
+            raise RuntimeError(f"the adapter sends {sent}, the baseline {promql!r}: update bench/fleet.py")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
+
+
+async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None) -> dict[str, Any]:
+    fleet = workloads(n)
+    setup_began = time.monotonic()
+    cluster = start_cluster(fleet, tmp)
+    adapter = None
+    try:
+        kubeconfig = cluster.kube.write_kubeconfig(tmp / "kubeconfig")
+        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"), ["--kubeconfig", kubeconfig],
+                                 disable_auth=False, ready_timeout=120, cwd=adapter_from)
+        started_rss = rss_of(adapter.proc.pid)
+        setup_s = time.monotonic() - setup_began
+        measured: list[Round] = []
+        async with hpa_client(adapter.url, cluster.client_cert) as client:
+            warm = await adapter_round(client, fleet)  # the pod watch cache syncs here, as at a controller start
+            cpu_before, wall_before = cpu_seconds(adapter.proc.pid), time.monotonic()
+            next_round = time.monotonic()
+            for _ in range(rounds):
+                next_round += SYNC_PERIOD_S
+                measured.append(await adapter_round(client, fleet))
+                await asyncio.sleep(max(next_round - time.monotonic(), 0.0))
+            cpu = (cpu_seconds(adapter.proc.pid) - cpu_before) / (time.monotonic() - wall_before)
+            memory = rss_of(adapter.proc.pid)
+            await check_promql(client, fleet[0])
+        async with httpx.AsyncClient(base_url=cluster.prom.url, timeout=30.0) as prom_client:
+            baseline = await prometheus_round(prom_client, fleet)
+    finally:
+        if adapter is not None:
+            adapter.stop()
+        cluster.stop()
+    latencies = {kind: [x for r in measured for x in r.latencies[kind]] for kind in ("pods", "object")}
+    return {
+        "workloads": n, "pods": n * PODS_PER_WORKLOAD, "setup_s": setup_s, "warmup_round_s": warm.seconds,
+        "round_s": [r.seconds for r in measured], "failures": sum(r.failures for r in measured) + warm.failures,
+        "failed": {k: v for r in (warm, *measured) for k, v in r.failed.items()},
+        "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99),
+                              "max": 1000 * max(v)} for kind, v in latencies.items()},
+        "cpu_share": cpu, "rss": started_rss["rss"], "rss_after": memory["rss"], "peak": memory.get("peak", 0.0),
+        "baseline": {"round_s": baseline.seconds, "failures": baseline.failures,
+                     "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99)}
+                                    for kind, v in baseline.latencies.items()}},
+    }
+
+
+def report(result: dict[str, Any]) -> None:
+    n = result["workloads"]
+    rounds = ", ".join(f"{s:.2f}" for s in result["round_s"])
+    print(f"\n== {n:,} HPAs (2 metrics each), {result['pods']:,} pods in the watch cache, 5 workers, "
+          f"{SYNC_PERIOD_S:g} s sync period")
+    print(f"setup {result['setup_s']:.0f} s; first round (watch cache sync) {result['warmup_round_s']:.2f} s; "
+          f"failed requests {result['failures']}")
+    for failure, count in result["failed"].items():
+        print(f"  {count} x {failure}")
+    print(f"round durations (s): {rounds}   [goal: each < {SYNC_PERIOD_S:g} s]   "
+          f"Prometheus alone, same workers: {result['baseline']['round_s']:.2f} s")
+    print(f"{'metric':<8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'Prom p50':>9} {'Prom p99':>9}")
+    for kind, row in result["latency_ms"].items():
+        base = result["baseline"]["latency_ms"][kind]
+        print(f"{kind:<8} {row['p50']:>8.2f} {row['p99']:>8.2f} {row['max']:>8.2f} {base['p50']:>9.2f} "
+              f"{base['p99']:>9.2f}")
+    print(f"adapter CPU {100 * result['cpu_share']:.1f} % of one core [goal <= 25 % at 1,000]; RSS after start-up "
+          f"{mib(result['rss'])}, after the rounds {mib(result['rss_after'])}, peak {mib(result['peak'])} "
+          "[goal <= 128 MiB]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default="1000,5000", help="fleet sizes, comma-separated (default 1000,5000)")
+    parser.add_argument("--rounds", type=int, default=3, help="measured sync rounds per size (default 3)")
+    parser.add_argument("--adapter-from", type=Path, default=None, metavar="DIR",
+                        help="run the adapter from another checkout (e.g. a worktree of an older commit)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    print(f"bench/fleet.py: {os.cpu_count()} CPUs; adapter from {args.adapter_from or ROOT}")
+    results = []
+    for n in (int(x) for x in args.workloads.split(",")):
+        with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
+            result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from))
+        report(result)
+        results.append(result)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
