@@ -12,6 +12,7 @@ from adapter.cli.explain import PATH, explain
 from adapter.cli.flags import UsageError, command
 from adapter.cli.serve import serve
 from adapter.cli.upstream import UpstreamFlagError, translate
+from adapter.install_check import check_install
 from adapter.kube.config import KubeConfigError
 from adapter.rules import RulesError
 
@@ -21,6 +22,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=T
 command(app, "serve", flags.SERVE)(serve)
 command(app, "check", flags.CHECK)(check)
 command(app, "explain", flags.EXPLAIN, argument=PATH)(explain)
+app.command("check-install")(check_install)  # the chart's `helm test`: adapter/install_check.py
 
 EXPECTED = (UsageError, RulesError, KubeConfigError, AuthSetupError, UpstreamFlagError)
 

@@ -1,7 +1,8 @@
 """A small fake Kubernetes API server on loopback for tests: plain HTTP, one thread per connection.
 
 It serves what the adapter calls and nothing else: LIST/WATCH/GET of objects (with resourceVersions, bookmarks,
-compaction and 410 expiry, paging, metadata-only answers), API discovery, TokenReview and SubjectAccessReview.
+compaction and 410 expiry, paging, metadata-only answers), API discovery, TokenReview and SubjectAccessReview, and
+403 Forbidden for the requests a test's ``forbid`` names.
 Test controls reproduce what a real API server does to its clients: compaction, expired or cut watches, restarts.
 Nothing at run time imports this module; it is a pytest plugin (``fake_kube`` fixture).
 """
@@ -314,6 +315,8 @@ class FakeKube:
     # group -> base URL of an aggregated API server (HTTPS, any certificate): the fake forwards GETs under
     # /apis/<group> there and lists the group, as the kube-aggregator does for an APIService
     aggregated: dict[str, str] = field(default_factory=dict)
+    # (method, path) -> None to serve the request, or the message of a 403 Forbidden Status (RBAC denying the caller)
+    forbid: Callable[[str, str], str | None] = field(default=lambda method, path: None)
 
     def __post_init__(self) -> None:
         self.token_reviews: list[Obj] = []
@@ -504,6 +507,10 @@ class FakeKube:
             if scheme.lower() != "bearer" or token.strip() != self.require_token:
                 h.send_status(401, "Unauthorized", "Unauthorized")
                 return
+        denied = self.forbid(method, path)
+        if denied is not None:
+            h.send_status(403, "Forbidden", denied)
+            return
         delegate = next((base for group, base in self.aggregated.items()
                          if path == f"/apis/{group}" or path.startswith(f"/apis/{group}/")), None)
         if delegate is not None and method == "GET":

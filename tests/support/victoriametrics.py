@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,16 @@ class VictoriaMetricsServer:
 
     ``-search.latencyOffset`` is cut from its 30 s default, or a just-scraped sample would stay invisible."""
 
-    def __init__(self, targets: Sequence[Target], *, job: str = "test", honor_labels: bool = True) -> None:
+    def __init__(self, targets: Sequence[Target], *, job: str = "test", honor_labels: bool = True,
+                 scrape_configs: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """``scrape_configs``: these jobs (Prometheus' format) instead of one job over ``targets``; Kubernetes
+        discovery then re-reads its targets every second (VictoriaMetrics' default: 30 s)."""
         exe = require_tool("victoria-metrics")
         self.tmpdir = Path(tempfile.mkdtemp(prefix="victoria-metrics-test-"))
-        scrape = prometheus_config(targets, job=job, scrape_interval="1s", honor_labels=honor_labels)
-        config = {"global": {"scrape_interval": "1s"}, "scrape_configs": scrape["scrape_configs"]}
+        if scrape_configs is None:
+            scrape_configs = prometheus_config(targets, job=job, scrape_interval="1s",
+                                               honor_labels=honor_labels)["scrape_configs"]
+        config = {"global": {"scrape_interval": "1s"}, "scrape_configs": list(scrape_configs)}
         (self.tmpdir / "scrape.yml").write_text(yaml.safe_dump(config))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -43,7 +48,7 @@ class VictoriaMetricsServer:
         self.process = subprocess.Popen(
             [exe, f"-httpListenAddr=127.0.0.1:{self.port}", f"-storageDataPath={self.tmpdir / 'data'}",
              f"-promscrape.config={self.tmpdir / 'scrape.yml'}", "-search.latencyOffset=1s", "-retentionPeriod=1d",
-             "-loggerLevel=ERROR"],
+             "-loggerLevel=ERROR", "-promscrape.kubernetesSDCheckInterval=1s"],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
         self._client = httpx.Client(base_url=self.url, timeout=5.0, trust_env=False)
         deadline = time.monotonic() + 30
@@ -67,6 +72,10 @@ class VictoriaMetricsServer:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{promql!r} returned nothing from VictoriaMetrics in {timeout}s")
             time.sleep(0.25)
+
+    def targets(self) -> list[dict[str, Any]]:
+        """The active scrape targets (``/api/v1/targets``): labels, discoveredLabels, scrapeUrl, health."""
+        return self._client.get("/api/v1/targets").json()["data"]["activeTargets"]
 
     def stop(self) -> None:
         if self.process.poll() is None:
