@@ -367,18 +367,29 @@ def test_https_only_with_tls_1_2_or_newer_and_a_kept_self_signed_certificate(sta
         assert not raw.recv(64).startswith(b"HTTP/")
 
 
-def test_not_ready_until_discovery_completes(tmp_path: Path) -> None:
+def test_not_ready_until_discovery_completes_and_a_wrong_url_is_named(tmp_path: Path) -> None:
+    """A wrong --prometheus-url shows where a user looks first: one log line at start, the readiness reason (the
+    pod stays unready, so the APIService says MissingEndpoints) and every request's 503 name the URL and the error."""
+    from tests.support.adapter_metrics import eventually, metric_value
     from tests.support.prometheus import free_port
 
-    nowhere = f"http://127.0.0.1:{free_port()}"  # nothing listens: series discovery cannot complete
+    nowhere = f"http://127.0.0.1:{free_port()}/prom"  # nothing listens: series discovery cannot complete
     adapter = AdapterProcess(nowhere, str(tmp_path / "certs"), ["--prometheus-timeout", "1s"], wait_ready=False)
     try:
         assert adapter.get("/healthz").status_code == 200  # alive, so the kubelet does not restart it
-        assert adapter.get("/readyz").status_code == 503  # but not ready: no catalogue to answer from
+        # not ready: no catalogue to answer from; once the first relist failed, the reason says why
+        eventually(lambda: (metric_value(adapter, "gpu_adapter_discovery_failures_total") or 0) >= 3,
+                   what="three failed relists")
+        ready = adapter.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.text.startswith(f"metrics discovery has not completed yet: cannot list series from Prometheus "
+                                     f"at {nowhere}: Prometheus unreachable: ")
         body = get_json(adapter, f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 503)
-        assert body["message"] == "metrics discovery has not completed yet"
+        assert body["message"] == ready.text
     finally:
-        adapter.stop()
+        log = adapter.stop()
+    said = [line for line in log.splitlines() if f"cannot list series from Prometheus at {nowhere}" in line]
+    assert len(said) == 1 and "is --prometheus-url right?" in said[0], log  # once, though retried
 
 
 def test_verbosity_6_logs_every_rendered_promql(stack: tuple) -> None:

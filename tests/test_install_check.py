@@ -1,4 +1,4 @@
-"""adapter.install_check's judging, without servers: each answer the Kubernetes API, the aggregator, the adapter or
+"""adapter.cli.install_check's judging, without servers: each answer the Kubernetes API, the aggregator, the adapter or
 Prometheus gives (shapes and wording from docs/spec: the aggregator's Available reasons and messages,
 kube-apiserver's 403, the adapter's 404/503 Statuses) turns into ok/FAIL and the likely cause a user needs.
 The real command against the fake API, a real adapter and a real VictoriaMetrics: tests/test_install_check_e2e.py."""
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapter.install_check import (
+from adapter.cli.install_check import (
     FAIL,
     OK,
     SKIP,

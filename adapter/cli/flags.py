@@ -192,4 +192,18 @@ EXPLAIN = (
     Flag("--standalone-objects", str | None, None, "Without a cluster: objects that label selectors match."),
 )
 
-TABLES = (("gpu-adapter serve", SERVE), ("gpu-adapter check", CHECK), ("gpu-adapter explain", EXPLAIN))
+CHECK_INSTALL = (
+    Flag("--apiservice", list[str], REQUIRED,
+         "An APIService that must be Available, e.g. v1beta2.custom.metrics.k8s.io (repeat for more)."),
+    Flag("--metric-path", str, "",
+         "A metric to read through the Kubernetes API, as for kubectl get --raw, e.g. /apis/custom.metrics.k8s.io/"
+         "v1beta2/namespaces/gpu-system/services/dcgm-exporter/DCGM_FI_DEV_GPU_UTIL_AVG."),
+    Flag("--prometheus-url", str, "", "The adapter's Prometheus URL: checked for an answer, and named in the causes."),
+    Flag("--kubeconfig", str | None, None, "Default: the pod's service account, else your current kubeconfig context."),
+    Flag("--wait-seconds", int, 0,
+         "Check again every 5 s for up to this long while something fails (a fresh install needs a minute).",
+         range=(0, 86400)),
+)
+
+TABLES = (("gpu-adapter serve", SERVE), ("gpu-adapter check", CHECK), ("gpu-adapter explain", EXPLAIN),
+          ("gpu-adapter check-install", CHECK_INSTALL))

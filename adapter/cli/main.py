@@ -1,4 +1,5 @@
-"""``gpu-adapter``: ``serve`` the metrics APIs, ``check`` what the rules yield, ``explain`` one request."""
+"""``gpu-adapter``: ``serve`` the metrics APIs, ``check`` what the rules yield, ``explain`` one request, and
+``check-install`` an installation from inside the cluster (the chart's ``helm test``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from adapter.cli import flags
 from adapter.cli.check import check
 from adapter.cli.explain import PATH, explain
 from adapter.cli.flags import UsageError, command
+from adapter.cli.install_check import check_install
 from adapter.cli.serve import serve
 from adapter.cli.upstream import UpstreamFlagError, translate
-from adapter.install_check import check_install
 from adapter.kube.config import KubeConfigError
 from adapter.rules import RulesError
 
@@ -22,7 +23,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=T
 command(app, "serve", flags.SERVE)(serve)
 command(app, "check", flags.CHECK)(check)
 command(app, "explain", flags.EXPLAIN, argument=PATH)(explain)
-app.command("check-install")(check_install)  # the chart's `helm test`: adapter/install_check.py
+command(app, "check-install", flags.CHECK_INSTALL)(check_install)  # the chart's `helm test`
 
 EXPECTED = (UsageError, RulesError, KubeConfigError, AuthSetupError, UpstreamFlagError)
 

@@ -109,7 +109,8 @@ def build(options: Options) -> Adapter:
             token_cache_ttl_s=auth_ttls[0], allowed_cache_ttl_s=auth_ttls[1], denied_cache_ttl_s=auth_ttls[2]),
             api_client)
         asyncio.run(auth.load())
-    engine = Engine(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age))
+    engine = Engine(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age),
+                    discovery.waiting_reason)
     metrics.watch_discovery(discovery)
     metrics.watch_query_cache(cache)
     metrics.watch_rules(rules)

@@ -15,6 +15,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from yarl import URL
+
 from adapter.background import BackgroundTask
 from adapter.prometheus.client import PrometheusClient, PrometheusError
 from adapter.rules import Catalogue, RulesConfig
@@ -74,6 +76,18 @@ class Discovery:
     def ready(self) -> bool:
         return self.catalogue is not None
 
+    @property
+    def prometheus_url(self) -> str:
+        """The URL as configured, without any user and password in it."""
+        return str(URL(self._client.config.url).with_user(None))
+
+    def waiting_reason(self) -> str:
+        """Why nothing is served yet (readiness, and every request's 503): the first relist's failure, if any."""
+        if self.last_error is None:
+            return "metrics discovery has not completed yet (the first series list is in progress)"
+        return (f"metrics discovery has not completed yet: cannot list series from Prometheus at "
+                f"{self.prometheus_url}: {self.last_error}")
+
     async def relist(self) -> bool:
         """One relist, then the ``after_relist`` hooks."""
         ok = await self._relist()
@@ -101,8 +115,12 @@ class Discovery:
             results = [await self._client.series_shapes([q], start, end) for q in queries]
         except PrometheusError as exc:
             self.failures_total += 1
-            self.last_error = str(exc)
-            log.warning("relist failed, keeping the previous catalogue: %s", exc)
+            repeated, self.last_error = self.last_error == str(exc), str(exc)
+            if self.ready:
+                log.warning("relist failed, keeping the previous catalogue: %s", exc)
+            elif not repeated:  # retried every 2 s until it answers: said again only when the reason changes
+                log.error("cannot list series from Prometheus at %s: %s; no metric is served until it answers "
+                          "(is --prometheus-url right? docs/install.md says how to find it)", self.prometheus_url, exc)
             return False
         catalogue = build_catalogue_from_shapes(config, dict(zip(queries, results, strict=True)))
         self.catalogue = catalogue

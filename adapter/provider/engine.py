@@ -134,14 +134,16 @@ class Engine:
 
     ``catalogue`` gives the metrics discovery found (None until the first relist: every request is then a 503);
     ``resolver`` turns a ``labelSelector`` into object names (standalone: a selector is a 400);
-    ``max_sample_age`` gives the sample-age limit in seconds (None: no limit).
+    ``max_sample_age`` gives the sample-age limit in seconds (None: no limit); ``waiting`` why there is no
+    catalogue yet.
     """
 
     def __init__(self, queries: QueryCache | PrometheusClient, catalogue: Callable[[], Catalogue | None],
                  resolver: ObjectResolver | None = None, max_sample_age: Callable[[], float | None] = lambda: None,
-                 ) -> None:
+                 waiting: Callable[[], str] = lambda: "metrics discovery has not completed yet") -> None:
         self.queries = queries if isinstance(queries, QueryCache) else QueryCache(queries, ttl_s=0)
         self._catalogue = catalogue
+        self._waiting = waiting
         self.resolver: ObjectResolver = resolver or StandaloneResolver()
         self.max_sample_age = max_sample_age
         self.series_conflicts = SeveralSeries()
@@ -149,7 +151,7 @@ class Engine:
     def catalogue(self) -> Catalogue:
         catalogue = self._catalogue()
         if catalogue is None:
-            raise unavailable("metrics discovery has not completed yet")
+            raise unavailable(self._waiting())
         return catalogue
 
     async def select(self, group_resource: GroupResource, namespace: str | None, label_selector: str,

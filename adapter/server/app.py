@@ -212,7 +212,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     async def ready(_: Request) -> Response:
         if state.discovery.ready:
             return PlainTextResponse("ok")
-        return PlainTextResponse("discovery has not completed yet", status_code=503)
+        return PlainTextResponse(state.discovery.waiting_reason(), status_code=503)
 
     async def openapi(_: Request) -> Response:
         # The aggregator skips a 404 gracefully ("assuming the server won't provide any spec").

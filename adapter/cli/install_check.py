@@ -16,11 +16,12 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import httpx
 import typer
+
+from adapter.cli.flags import Options
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 DOCS = "docs/install.md"
@@ -308,6 +309,8 @@ def kube_fetcher(kubeconfig: str | None, timeout_s: float = 10.0) -> Fetch:
 
 
 def prometheus_answer(url: str, timeout_s: float = 5.0) -> Answer:
+    import httpx  # this command's only HTTP client outside the Kubernetes API
+
     try:
         response = httpx.get(url.rstrip("/") + PROMETHEUS_PROBE, params={"query": "vector(1)"}, timeout=timeout_s,
                              verify=False)  # reachability only: the adapter verifies with adapter.prometheus.caFile
@@ -329,30 +332,19 @@ def observe(fetch: Fetch, apiservices: Sequence[str], metric_path: str, promethe
     return Observed(answers, probe(prometheus_url) if prometheus_url else None, metric, discovery)
 
 
-def check_install(
-    apiservice: Annotated[list[str], typer.Option("--apiservice", metavar="NAME", help=(
-        "An APIService that must be Available, e.g. v1beta2.custom.metrics.k8s.io (repeat for more)."))],
-    metric_path: Annotated[str, typer.Option("--metric-path", metavar="PATH", help=(
-        "A metric to read through the Kubernetes API, as for kubectl get --raw, e.g. /apis/custom.metrics.k8s.io/"
-        "v1beta2/namespaces/gpu-system/services/dcgm-exporter/DCGM_FI_DEV_GPU_UTIL_AVG."))] = "",
-    prometheus_url: Annotated[str, typer.Option("--prometheus-url", metavar="URL", help=(
-        "The adapter's Prometheus URL: checked for an answer, and named in the causes."))] = "",
-    kubeconfig: Annotated[str | None, typer.Option("--kubeconfig", metavar="FILE", help=(
-        "Default: the pod's service account, else your current kubeconfig context."))] = None,
-    wait_seconds: Annotated[int, typer.Option("--wait-seconds", metavar="SECONDS", min=0, help=(
-        "Check again every 5 s for up to this long while something fails (a fresh install needs a minute)."))] = 0,
-) -> None:
+def check_install(options: Options) -> None:
     """Check from inside the cluster that the APIServices are Available and a metric answers; name the likely
     cause of each failure (the chart's `helm test`)."""
     try:
-        fetch = kube_fetcher(kubeconfig)
+        fetch = kube_fetcher(options.kubeconfig)
     except Exception as exc:  # the config loaders raise ConfigException, OSError, KeyError, TypeError...
-        where = f"kubeconfig {kubeconfig}" if kubeconfig else "no Kubernetes API configuration"
+        where = f"kubeconfig {options.kubeconfig}" if options.kubeconfig else "no Kubernetes API configuration"
         print(f"gpu-adapter: error: {where}: {' '.join(str(exc).split())}", file=sys.stderr)
         raise typer.Exit(2) from None
-    deadline = time.monotonic() + wait_seconds
+    metric_path, prometheus_url = options.metric_path, options.prometheus_url
+    deadline = time.monotonic() + options.wait_seconds
     while True:
-        findings = judge(observe(fetch, apiservice, metric_path, prometheus_url), metric_path, prometheus_url)
+        findings = judge(observe(fetch, options.apiservice, metric_path, prometheus_url), metric_path, prometheus_url)
         if passed(findings) or time.monotonic() >= deadline:
             break
         first = next(f for f in findings if f.status == FAIL)
