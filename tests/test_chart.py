@@ -21,6 +21,7 @@ import yaml
 from cryptography import x509
 
 from adapter.rules import load_rules
+from adapter.rules.gateway import gateway_preset, gateway_yaml
 from adapter.rules.inference import INFERENCE_PRESETS, preset_yaml, recording_rules
 from adapter.rules.presets import GPU_PRESETS_YAML
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, find, load_documents, one, run, tool, validate_all
@@ -353,6 +354,22 @@ def test_inference_presets_bring_their_rules_and_recording_rules(tmp_path):
     assert sorted(listed) == sorted(INFERENCE_PRESETS)
     bad = template(None, "adapter.rules.inferencePresets={vlm}", check=False)
     assert bad.returncode != 0 and "inferencePresets" in bad.stderr
+
+
+def test_gateway_presets_are_appended_when_asked_and_the_adapter_loads_them(tmp_path):
+    gateway = yaml.safe_load(gateway_yaml())
+    default = yaml.safe_load(one(render(None), "ConfigMap", f"{RELEASE}-gpu-autoscaler-adapter-rules")["data"]
+                             ["rules.yaml"])
+    docs = render(None, "adapter.rules.gatewayPresets=true", "adapter.apiService.externalMetrics.enabled=true")
+    data = yaml.safe_load(one(docs, "ConfigMap", f"{RELEASE}-gpu-autoscaler-adapter-rules")["data"]["rules.yaml"])
+    assert data["rules"] == default["rules"] + gateway["rules"]
+    assert data["externalRules"] == default.get("externalRules", []) + gateway["externalRules"]
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_rules(str(path))
+    assert len(config.external_rules) == len(gateway_preset().external_rules)
+    bad = template(None, "adapter.rules.gatewayPresets=yes", check=False)
+    assert bad.returncode != 0 and "gatewayPresets" in bad.stderr
 
 
 def test_default_rules_are_the_presets_and_can_be_left_out(default):

@@ -133,7 +133,8 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- include "gpu-autoscaler.adapter.fullname" . -}}
 {{- end -}}
 
-{{/* Rules file contents: your rules first, then the Deployment rule, then the built-in GPU presets. */}}
+{{/* Rules file contents: your rules first, then the Deployment rule, the built-in GPU presets, the inference-server
+presets you named and the gateway's. */}}
 {{- define "gpu-autoscaler.adapter.rulesFile" -}}
 {{- $presets := .Files.Get "files/gpu-presets.yaml" | fromYaml -}}
 {{- $deployment := .Files.Get "files/deployment-rules.yaml" | fromYaml -}}
@@ -148,6 +149,11 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- end -}}
 {{- range (include "gpu-autoscaler.inferencePresets" . | fromYamlArray) -}}
 {{- $rules = concat $rules .rules -}}
+{{- end -}}
+{{- if .Values.adapter.rules.gatewayPresets -}}
+{{- $gateway := .Files.Get "files/gateway-presets.yaml" | fromYaml -}}
+{{- $rules = concat $rules (default (list) $gateway.rules) -}}
+{{- $external = concat $external (default (list) $gateway.externalRules) -}}
 {{- end -}}
 {{- $doc := dict "rules" (ternary $rules (list) (gt (len $rules) 0)) -}}
 {{- if $external -}}
