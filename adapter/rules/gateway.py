@@ -128,7 +128,7 @@ GATEWAY_METRICS: tuple[EppMetric, ...] = (
               while_ready=True),
     EppMetric(READY, False, "sum"),
 )
-"""What each metric is and which HPA target suits it: docs/presets-gateway.md."""
+"""What each metric is and which HPA target suits it: docs/rules.md ("Inference-gateway presets")."""
 
 
 def _either(names: tuple[str, ...], matchers: str) -> str:
