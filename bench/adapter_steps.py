@@ -5,7 +5,7 @@ Setup as in ``adapter_load.py``: a real Prometheus scraping one GPU series per p
 queries Prometheus over loopback):
 
 - ``prometheus``: the same PromQL through ``PrometheusClient.query`` (what any adapter must spend);
-- ``engine``: ``Provider.custom`` (resolve, plan, query, merge, items), which includes that query;
+- ``engine``: ``CustomMetrics.values`` (resolve, plan, query, merge, items), which includes that query;
 - ``encode``: turning the items into the response bytes;
 - ``app``: the whole ASGI app, called directly with a request scope (routing, middleware, engine, encoding).
 
@@ -101,7 +101,8 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
     from adapter.prometheus.client import PrometheusClient, PrometheusConfig
     from adapter.prometheus.discovery import Discovery
     from adapter.prometheus.querycache import QueryCache
-    from adapter.provider.engine import Provider
+    from adapter.provider.custom import CustomMetrics
+    from adapter.provider.engine import Engine
     from adapter.rules.source import RulesSource
     from adapter.server.app import AdapterState, create_app
 
@@ -112,27 +113,27 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
     cache = QueryCache(client, ttl_s=3600 if args.cache else 0)
     if args.cache:  # the cache reuses an answer for at most the scrape interval it read at relist
         cache.set_scrape_interval(3600.0)
-    provider = Provider(cache, lambda: discovery.catalogue, StandaloneObjects(str(objects_file)))
-    app = create_app(AdapterState(client, discovery, provider, serve_external=lambda: False), run_discovery=False)
-    encode = getattr(sys.modules["adapter.api.serialise"], "encode_metric_value_list", None)
+    engine_ = Engine(cache, lambda: discovery.catalogue, StandaloneObjects(str(objects_file)))
+    custom = CustomMetrics(engine_)
+    app = create_app(AdapterState(client, discovery, engine_, serve_external=lambda: False), run_discovery=False)
     rows = []
     for kind in kinds(args.sizes):
         prefix = "/apis/custom.metrics.k8s.io/"
         version, _, rest = kind.path[len(prefix):].partition("/")
         path = parse_custom_path(rest)
         selector = dict(kind.params).get("labelSelector", "")
-        plan = await provider.plan_custom(path, selector)
+        plan = await custom.plan(path, selector)
         (promql,) = plan.plan.queries
-        items = await provider.custom(path, selector)
+        items = await custom.values(path, selector)
 
         async def prometheus(q: str = promql) -> None:
             await client.query(q)
 
         async def engine(p: Any = path, s: str = selector) -> None:
-            await provider.custom(p, s)
+            await custom.values(p, s)
 
         async def encoded(v: str = version, i: Any = items) -> None:
-            encode(v, i) if encode else orjson.dumps(metric_value_list(v, i))
+            orjson.dumps(metric_value_list(v, i))
 
         query = "&".join(f"{k}={v}" for k, v in kind.params)
         if args.profile == kind.name:
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 s per step instead of 3")
     parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[10, 100, 1500])
-    parser.add_argument("--adapter-from", help="import the adapter from this checkout (before/after figures)")
+    parser.add_argument("--adapter-from", help="import the adapter from this checkout (before/after figures; the "
+                        "checkout must have this layout: adapter.provider.custom and adapter.provider.engine)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--profile", metavar="KIND",
                         help="print cProfile's top functions for this kind's engine (app:KIND: for the whole app)")
