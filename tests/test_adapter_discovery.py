@@ -18,6 +18,7 @@ class ScriptedPrometheus:
     """Answers /api/v1/series from a script: a list of label sets, or an exception to raise."""
 
     def __init__(self) -> None:
+        self.config = PrometheusConfig(url="http://prometheus.test:9090")
         self.answer: Any = []
         self.intervals: list[float] | PrometheusError = [15.0]
         self.calls: list[tuple[list[str], float, float]] = []

@@ -30,7 +30,7 @@ def explain(options: Options) -> None:
 
     if options.output not in ("text", "json"):
         raise UsageError(f"--output {options.output!r}: expected text or json")
-    logging.getLogger("adapter").setLevel(logging.ERROR)  # a failure is reported once, as the error line
+    logging.getLogger("adapter").setLevel(logging.CRITICAL)  # a failure is reported once, as the error line
     prom = values.prometheus_config(options)
     in_path = query_selectors(options.path)
     selectors = (options.label_selector if options.label_selector is not None else in_path[0],
