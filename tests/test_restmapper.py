@@ -12,15 +12,8 @@ import pytest
 from adapter.kube.api import KubeApi
 from adapter.kube.config import load_api_client
 from adapter.kube.restmapper import discover
-from adapter.rules.resources import (
-    BUILTIN,
-    GroupResource,
-    api_version,
-    is_namespaced,
-    kind,
-    normalise_resource,
-    use_table,
-)
+from adapter.rules import parse_rules
+from adapter.rules.resources import GroupResource, ResourceTable, normalise_resource
 from tests.support.adapter_process import AdapterProcess
 from tests.support.fake_kube import FakeKube
 from tests.support.metrics_endpoint import MetricsEndpoint
@@ -28,17 +21,13 @@ from tests.support.prometheus import PrometheusServer
 
 
 @pytest.fixture
-def discovered(fake_kube: FakeKube, tmp_path: Path) -> Iterator[FakeKube]:
-    """The fake API with a CRD (cheese.io/v1 Brand, short name br) and a cluster-scoped one; the resource table
-    read from its discovery is in force for the test, the built-in one restored after."""
+def discovered(fake_kube: FakeKube, tmp_path: Path) -> Iterator[ResourceTable]:
+    """The resource table read from the discovery of the fake API with a CRD (cheese.io/v1 Brand, short name br)
+    and a cluster-scoped one."""
     fake_kube.register("cheese.io", "v1", "brands", "Brand", short_names=("br",))
     fake_kube.register("cheese.io", "v1", "dairies", "Dairy", namespaced=False, singular="dairy")
     api = KubeApi(load_api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig")))  # type: ignore[arg-type]
-    use_table(discover(api))
-    try:
-        yield fake_kube
-    finally:
-        use_table(BUILTIN)
+    yield discover(api)
 
 
 @pytest.mark.parametrize(("name", "group", "expected"), [
@@ -54,15 +43,27 @@ def discovered(fake_kube: FakeKube, tmp_path: Path) -> Iterator[FakeKube]:
     ("deploy", "apps", GroupResource("apps", "deployments")),
     ("Service", None, GroupResource("", "services")),
 ])
-def test_names_resolve_through_discovery(discovered: FakeKube, name: str, group: str | None,
+def test_names_resolve_through_discovery(discovered: ResourceTable, name: str, group: str | None,
                                          expected: GroupResource) -> None:
-    assert normalise_resource(name, group) == expected
+    assert discovered.normalise(name, group) == expected
 
 
-def test_kind_version_and_scope_come_from_discovery(discovered: FakeKube) -> None:
+def test_kind_version_and_scope_come_from_discovery(discovered: ResourceTable) -> None:
     brands, dairies = GroupResource("cheese.io", "brands"), GroupResource("cheese.io", "dairies")
-    assert (kind(brands), api_version(brands), is_namespaced(brands)) == ("Brand", "cheese.io/v1", True)
-    assert (kind(dairies), is_namespaced(dairies)) == ("Dairy", False)
+    assert (discovered.kind(brands), discovered.api_version(brands), discovered.is_namespaced(brands)) == (
+        "Brand", "cheese.io/v1", True)
+    assert (discovered.kind(dairies), discovered.is_namespaced(dairies)) == ("Dairy", False)
+
+
+def test_rules_parsed_with_a_table_resolve_with_it_and_the_presets_too(discovered: ResourceTable) -> None:
+    """A rules file carries the table it was parsed with: its overrides, its catalogue's lookups and the included
+    presets all resolve with it; parsed without one, the built-in table answers."""
+    text = "include: [gpu-presets]\n" + RULES
+    with_api, without = parse_rules(text, "rules.yaml", discovered), parse_rules(text, "rules.yaml")
+    assert with_api.table is discovered and without.table is not discovered
+    assert with_api.rules[0].resources.overrides[1] == ("brand", GroupResource("cheese.io", "brands"))
+    assert without.rules[0].resources.overrides[1] == ("brand", GroupResource("cheese.io", "brand"))  # as written
+    assert {r.resources.table for r in with_api.rules} == {discovered}
 
 
 def test_without_discovery_the_builtin_table_answers() -> None:

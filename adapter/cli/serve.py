@@ -22,6 +22,7 @@ from adapter.prometheus.discovery import Discovery
 from adapter.prometheus.querycache import QueryCache
 from adapter.provider.engine import Engine
 from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
+from adapter.rules.resources import BUILTIN
 from adapter.rules.source import RulesSource
 from adapter.server.app import AdapterState, create_app
 from adapter.server.certs import self_signed
@@ -87,9 +88,9 @@ def build(options: Options) -> Adapter:
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
     api_client = load_api_client(o.kubeconfig)
     resources = _resource_discovery(api_client, values.duration_or_zero(o.discovery_interval, "--discovery-interval"))
-    rules = RulesSource.load(o.config, interval_s=reload_interval)
+    rules = RulesSource.load(o.config, interval_s=reload_interval, table=resources.table if resources else BUILTIN)
     if resources is not None:
-        resources.on_change = lambda: rules.reparse() and None
+        resources.on_change = lambda table: rules.use_table(table) and None
     client = PrometheusClient(prom)
     metrics = AdapterMetrics()
     cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
@@ -162,7 +163,7 @@ def _resource_discovery(api_client: object | None, interval_s: float) -> Any:
     from adapter.kube.api import KubeApi, KubeError
     from adapter.kube.restmapper import ResourceDiscovery
 
-    resources = ResourceDiscovery(KubeApi(api_client), interval_s, on_change=lambda: None)  # type: ignore[arg-type]
+    resources = ResourceDiscovery(KubeApi(api_client), interval_s, on_change=lambda _: None)  # type: ignore[arg-type]
     try:
         resources.refresh()
     except KubeError as exc:

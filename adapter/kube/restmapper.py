@@ -17,7 +17,7 @@ from typing import Any
 
 from adapter.background import BackgroundTask, every
 from adapter.kube.api import KubeApi, KubeError
-from adapter.rules.resources import ResourceKind, ResourceTable, current_table, use_table
+from adapter.rules.resources import BUILTIN, ResourceKind, ResourceTable
 
 log = logging.getLogger("adapter.kube.restmapper")
 
@@ -49,21 +49,22 @@ def discover(api: KubeApi) -> ResourceTable:
 
 
 class ResourceDiscovery:
-    """Keeps the installed resource table in step with the API; calls ``on_change()`` after it changes."""
+    """Keeps ``table`` in step with the API's discovery; calls ``on_change(table)`` after it changes."""
 
-    def __init__(self, api: KubeApi, interval_s: float, on_change: Callable[[], None]) -> None:
+    def __init__(self, api: KubeApi, interval_s: float, on_change: Callable[[ResourceTable], None]) -> None:
         self.api = api
         self.interval_s = interval_s
         self.on_change = on_change
+        self.table = BUILTIN  # until the first refresh
         self.failures_total = 0
         self._task = BackgroundTask("api-discovery")
 
     def refresh(self) -> bool:
-        """Read discovery and install the table; True when it differs from the one in force."""
+        """Read discovery; True when its table differs from the one in force (then ``table`` is the new one)."""
         table = discover(self.api)
-        if table == current_table():
+        if table == self.table:
             return False
-        use_table(table)
+        self.table = table
         return True
 
     def start(self) -> None:
@@ -84,5 +85,5 @@ class ResourceDiscovery:
             log.warning("API discovery failed, keeping the resources known so far: %s", exc)
             return
         if changed:
-            log.info("API resources changed (%d known): re-reading the rules", len(current_table().kinds))
-            self.on_change()
+            log.info("API resources changed (%d known): re-reading the rules", len(self.table.kinds))
+            self.on_change(self.table)

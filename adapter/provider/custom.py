@@ -24,9 +24,6 @@ from adapter.rules import (
     MissingValue,
     QueryError,
     ResourceError,
-    api_version,
-    kind,
-    normalise_resource,
 )
 from adapter.rules.query import custom_args
 from adapter.rules.queryargs import render_query
@@ -42,6 +39,8 @@ class CustomRequest:
     metric_label_selector: str
     echo: dict[str, Any] | None  # the metricLabelSelector as a LabelSelector, echoed in each item
     plan: QueryPlan
+    kind: str  # describedObject's kind and apiVersion, from the rules' resource table
+    api_version: str
 
 
 class CustomMetrics:
@@ -72,12 +71,13 @@ class CustomMetrics:
     async def plan(self, path: MetricPath, label_selector: str = "",
                    metric_label_selector: str = "") -> CustomRequest:
         """Check the request, resolve the selected objects, render the PromQL: everything but the query."""
+        catalogue = self.engine.catalogue()
         try:
-            gr = normalise_resource(path.resource)
+            gr = catalogue.table.normalise(path.resource)
         except ResourceError:
             raise metric_not_found(path.metric, path.resource) from None
         requirements, matchers = parse_metric_selector(metric_label_selector, "metricLabelSelector")
-        bindings = self.engine.catalogue().lookup(path.metric, gr)
+        bindings = catalogue.lookup(path.metric, gr)
         single = None if path.wildcard else path.name
         # A namespaced metric needs a namespace in the path; a root-scoped one must not have one.
         if not bindings or bindings[0].namespaced != (path.namespace is not None):
@@ -89,7 +89,8 @@ class CustomMetrics:
                 raise metric_not_found(path.metric, str(gr))
         plan = self._render(tuple(bindings), path.namespace, tuple(names) if names is not None else None, matchers,
                             to_label_values(requirements))
-        return CustomRequest(path, gr, metric_label_selector, to_label_selector(requirements), plan)
+        return CustomRequest(path, gr, metric_label_selector, to_label_selector(requirements), plan,
+                             catalogue.table.kind(gr), catalogue.table.api_version(gr))
 
     def _render(self, bindings: tuple[Binding, ...], namespace: str | None, names: tuple[str, ...] | None,
                 matchers: tuple[str, ...], values: tuple[tuple[str, str], ...]) -> QueryPlan:
@@ -118,6 +119,5 @@ class CustomMetrics:
         if not found:
             single = None if path.wildcard else path.name
             raise metric_not_found(path.metric, str(gr), single, request.metric_label_selector)
-        object_kind, object_api_version = kind(gr), api_version(gr)
-        return [ObjectValue(object_kind, object_api_version, path.namespace, name, path.metric, sample.timestamp,
+        return [ObjectValue(request.kind, request.api_version, path.namespace, name, path.metric, sample.timestamp,
                             sample.value, request.echo) for name, sample in found]

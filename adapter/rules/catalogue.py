@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from adapter.rules.config import DiscoveryRule, RulesConfig
-from adapter.rules.resources import NAMESPACES, GroupResource, ResourceError, is_namespaced, normalise_resource
+from adapter.rules.resources import BUILTIN, NAMESPACES, GroupResource, ResourceError, ResourceTable
 
 SeriesShape = tuple[str, frozenset[str]]
 """A series reduced to its metric name and the names of its other labels."""
@@ -58,7 +58,9 @@ class Catalogue:
         series_shapes: Mapping[str, frozenset[SeriesShape]],
         custom: Mapping[tuple[GroupResource, str], tuple[Binding, ...]],
         external: Mapping[str, tuple[Binding, ...]],
+        table: ResourceTable = BUILTIN,
     ) -> None:
+        self.table = table  # the rules' resource table: a request's resource names resolve with it
         self.series_shapes = series_shapes
         self._custom = custom
         self._external = external
@@ -70,9 +72,9 @@ class Catalogue:
         """The candidates for a metric on a resource (given in any spelling); empty if there are none."""
         try:
             if isinstance(group_resource, GroupResource):
-                gr = normalise_resource(group_resource.resource, group_resource.group)
+                gr = self.table.normalise(group_resource.resource, group_resource.group)
             else:
-                gr = normalise_resource(group_resource)
+                gr = self.table.normalise(group_resource)
         except ResourceError:
             return ()
         return self._custom.get((gr, metric), ())
@@ -109,7 +111,7 @@ def build_catalogue_from_shapes(config: RulesConfig, shapes_by_query: Mapping[st
     custom: dict[tuple[GroupResource, str], dict[Binding, None]] = {}
     for rule in config.rules:
         for name, labels in _ordered(shapes[rule.series_query]):
-            for gr, binding in _custom_bindings(rule, name, labels):
+            for gr, binding in _custom_bindings(rule, name, labels, config.table):
                 custom.setdefault((gr, binding.metric), {})[binding] = None
     external: dict[str, dict[Binding, None]] = {}
     for rule in config.external_rules:
@@ -121,6 +123,7 @@ def build_catalogue_from_shapes(config: RulesConfig, shapes_by_query: Mapping[st
         shapes,
         {key: tuple(found) for key, found in custom.items()},
         {key: tuple(found) for key, found in external.items()},
+        config.table,
     )
 
 
@@ -139,7 +142,7 @@ def _ordered(shapes: frozenset[SeriesShape]) -> list[SeriesShape]:
 
 
 def _custom_bindings(
-    rule: DiscoveryRule, series: str, labels: frozenset[str]
+    rule: DiscoveryRule, series: str, labels: frozenset[str], table: ResourceTable
 ) -> Iterator[tuple[GroupResource, Binding]]:
     metric = rule.metric_name(series)
     if metric is None:
@@ -148,7 +151,7 @@ def _custom_bindings(
     ns_label = chosen.get(NAMESPACES)
     rule_maps_namespaces = rule.resources.label_for_resource(NAMESPACES) is not None
     for gr, label in chosen.items():
-        if not is_namespaced(gr):
+        if not table.is_namespaced(gr):
             yield gr, Binding(rule, metric, series, gr, label, None, namespaced=False)
         elif ns_label is not None or not rule_maps_namespaces:
             yield gr, Binding(rule, metric, series, gr, label, ns_label, namespaced=True)

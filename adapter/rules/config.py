@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -25,7 +25,7 @@ from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_re
 from adapter.rules.promql import PromQLError, check_label_name
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
 from adapter.rules.resource_rules import ResourceRules, parse_resource_rules
-from adapter.rules.resources import GroupResource, ResourceError, is_known, normalise_resource
+from adapter.rules.resources import BUILTIN, GroupResource, ResourceError, ResourceTable
 from adapter.rules.samples import sample_args
 from adapter.rules.shape import check_series_selector
 from adapter.rules.template import Template, TemplateError
@@ -80,27 +80,30 @@ class DiscoveryRule:
 
 @dataclass(frozen=True, eq=False)
 class RulesConfig:
-    """A parsed rules file. ``resource_rules`` (if any) serve ``metrics.k8s.io``."""
+    """A parsed rules file. ``resource_rules`` (if any) serve ``metrics.k8s.io``. ``table`` is the resource table
+    its names were resolved with (the API's discovery, or the built-in one): requests for it resolve with it too."""
 
     source: str
     rules: tuple[DiscoveryRule, ...] = ()
     external_rules: tuple[DiscoveryRule, ...] = ()
     resource_rules: ResourceRules | None = None
     include: tuple[str, ...] = ()
+    table: ResourceTable = field(default=BUILTIN, repr=False)
 
     def series_queries(self) -> tuple[str, ...]:
         """The distinct ``seriesQuery`` strings, in rule order: one ``/api/v1/series`` call each."""
         return tuple(dict.fromkeys(r.series_query for r in (*self.rules, *self.external_rules)))
 
 
-def parse_document(text: str, source: str) -> RulesConfig:
-    """Parse one rules document; ``include`` is recorded, not resolved."""
-    return _Parser(source).document(text)
+def parse_document(text: str, source: str, table: ResourceTable = BUILTIN) -> RulesConfig:
+    """Parse one rules document, resource names resolved with ``table``; ``include`` is recorded, not resolved."""
+    return _Parser(source, table).document(text)
 
 
 class _Parser:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, table: ResourceTable) -> None:
         self.source = source
+        self.table = table
 
     def fail(self, path: str, reason: str) -> RulesError:
         return RulesError(reason, source=self.source, path=path)
@@ -119,6 +122,7 @@ class _Parser:
             external_rules=self.rules(data.get("externalRules"), "externalRules", external=True),
             resource_rules=resource_rules,
             include=tuple(self.strings(data.get("include"), "include")),
+            table=self.table,
         )
 
     def rules(self, raw: object, key: str, *, external: bool) -> tuple[DiscoveryRule, ...]:
@@ -170,7 +174,7 @@ class _Parser:
         template_text = self.string(data.get("template"), f"{path}.template")
         template = self.template(template_text, f"{path}.template", RESOURCE_TEMPLATE_FIELDS) if template_text else None
         try:
-            return ResourceMapping(tuple(overrides), template, namespaced)
+            return ResourceMapping(tuple(overrides), template, namespaced, self.table)
         except ValueError as exc:
             hint = hints.template_hint(template_text, ("Resource", "Group"))
             raise self.fail(f"{path}.template", f"{exc}; {hint}" if hint else str(exc)) from None
@@ -180,10 +184,10 @@ class _Parser:
         resource = self.string(data.get("resource"), f"{path}.resource", required=True)
         group = self.string(data.get("group"), f"{path}.group")
         try:
-            gr = normalise_resource(resource, group if group else None)
+            gr = self.table.normalise(resource, group if group else None)
         except ResourceError as exc:
             raise self.fail(f"{path}.resource", exc.reason) from None
-        if not gr.group and not is_known(gr):
+        if not gr.group and not self.table.is_known(gr):
             raise self.fail(f"{path}.resource", f"unknown resource {resource!r}; give the group of a custom resource")
         return gr
 

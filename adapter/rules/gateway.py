@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
+from adapter.rules.resources import BUILTIN, ResourceTable
 
 __all__ = ["GATEWAY_METRICS", "GATEWAY_PRESET", "INFERENCE_POOL_GROUPS", "EppMetric", "gateway_preset",
            "gateway_rules", "gateway_yaml"]
@@ -169,7 +170,12 @@ def gateway_yaml() -> str:
             "rules:\n" + "".join(rules) + "externalRules:\n" + "".join(external))
 
 
+def gateway_preset(table: ResourceTable = BUILTIN) -> RulesConfig:
+    """The preset, parsed with the same loader as a rules file (source name ``inference-gateway``), once per
+    table."""
+    return _parsed(table)
+
+
 @cache
-def gateway_preset() -> RulesConfig:
-    """The preset, parsed with the same loader as a rules file (source name ``inference-gateway``)."""
-    return parse_document(gateway_yaml(), GATEWAY_PRESET)
+def _parsed(table: ResourceTable) -> RulesConfig:
+    return parse_document(gateway_yaml(), GATEWAY_PRESET, table)

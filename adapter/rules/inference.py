@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
+from adapter.rules.resources import BUILTIN, ResourceTable
 
 __all__ = ["INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "Gauge", "Preset", "Quantile", "Rate", "inference_preset",
            "preset_rules", "preset_yaml", "recording_rules"]
@@ -215,7 +216,11 @@ def preset_yaml(preset: Preset) -> str:
     return f"# Built-in rules for {preset.server} ({preset.name}).\nrules:\n" + "".join(preset_rules(preset))
 
 
+def inference_preset(name: str, table: ResourceTable = BUILTIN) -> RulesConfig:
+    """One preset, parsed with the same loader as a rules file (source name = the preset's name), once per table."""
+    return _parsed(name, table)
+
+
 @cache
-def inference_preset(name: str) -> RulesConfig:
-    """One preset, parsed with the same loader as a rules file (source name = the preset's name)."""
-    return parse_document(preset_yaml(INFERENCE_PRESETS[name]), name)
+def _parsed(name: str, table: ResourceTable) -> RulesConfig:
+    return parse_document(preset_yaml(INFERENCE_PRESETS[name]), name, table)

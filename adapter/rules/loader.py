@@ -13,24 +13,27 @@ from adapter.rules.errors import RulesError
 from adapter.rules.gateway import GATEWAY_PRESET, gateway_preset
 from adapter.rules.inference import INFERENCE_PRESETS, inference_preset
 from adapter.rules.presets import GPU_PRESETS, gpu_presets
+from adapter.rules.resources import BUILTIN, ResourceTable
 
-INCLUDES: Mapping[str, Callable[[], RulesConfig]] = {
+INCLUDES: Mapping[str, Callable[[ResourceTable], RulesConfig]] = {
     GPU_PRESETS: gpu_presets, GATEWAY_PRESET: gateway_preset,
     **{name: partial(inference_preset, name) for name in INFERENCE_PRESETS}}
+"""Built-in rule sets by name, each parsed with the resource table it is given."""
 
 
-def load_rules(path: str | os.PathLike[str]) -> RulesConfig:
+def load_rules(path: str | os.PathLike[str], table: ResourceTable = BUILTIN) -> RulesConfig:
     """Read and parse a rules file; every problem is a one-line ``RulesError`` naming the file."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RulesError(f"cannot read the rules file: {exc}", source=str(path)) from None
-    return parse_rules(text, str(path))
+    return parse_rules(text, str(path), table)
 
 
-def parse_rules(text: str, source: str) -> RulesConfig:
-    """Parse rules text; included rule sets are appended after the file's own rules, which therefore win."""
-    config = parse_document(text, source)
+def parse_rules(text: str, source: str, table: ResourceTable = BUILTIN) -> RulesConfig:
+    """Parse rules text, resource names resolved with ``table``; included rule sets are appended after the file's
+    own rules, which therefore win."""
+    config = parse_document(text, source, table)
     rules, external = list(config.rules), list(config.external_rules)
     for i, name in enumerate(config.include):
         if name not in INCLUDES:
@@ -38,7 +41,7 @@ def parse_rules(text: str, source: str) -> RulesConfig:
             raise RulesError(f"unknown include {name!r} (known: {known})", source=source, path=f"include[{i}]")
         if name in config.include[:i]:
             continue
-        included = INCLUDES[name]()
+        included = INCLUDES[name](table)
         rules.extend(included.rules)
         external.extend(included.external_rules)
     return replace(config, rules=tuple(rules), external_rules=tuple(external))

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from adapter.rules.resources import GroupResource, resource_for_label, sanitise_group, singular
+from adapter.rules.resources import BUILTIN, GroupResource, ResourceTable, sanitise_group
 from adapter.rules.template import Field, FieldKind, Template, Text
 
 RESOURCE_TEMPLATE_FIELDS: Mapping[str, FieldKind] = {"Group": "string", "Resource": "string"}
@@ -17,12 +17,14 @@ _CAPTURE = {"Group": "(?P<group>.+?)", "Resource": "(?P<resource>.+?)"}
 class ResourceMapping:
     """``overrides`` (label → resource, in file order) win over labels recognised by the inverted ``template``.
 
-    ``namespaced`` is ``resources.namespaced``; only external rules honour it (as in prometheus-adapter).
+    ``namespaced`` is ``resources.namespaced``; only external rules honour it (as in prometheus-adapter). ``table``
+    is the resource table the rules were parsed with (what the template's labels can name).
     """
 
     overrides: tuple[tuple[str, GroupResource], ...] = ()
     template: Template | None = None
     namespaced: bool = True
+    table: ResourceTable = field(default=BUILTIN, compare=False, repr=False)
     _label_regex: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -36,7 +38,7 @@ class ResourceMapping:
         found = self._label_regex.fullmatch(label) if self._label_regex else None
         if found is None:
             return None
-        return resource_for_label(found["resource"], found.groupdict().get("group"))
+        return self.table.resource_for_label(found["resource"], found.groupdict().get("group"))
 
     def label_for_resource(self, gr: GroupResource) -> str | None:
         """The label a query uses for ``gr`` when no series says otherwise: an override, else the template."""
@@ -45,7 +47,7 @@ class ResourceMapping:
                 return name
         if self.template is None:
             return None
-        return self.template.render({"Group": sanitise_group(gr.group), "Resource": singular(gr)}) or None
+        return self.template.render({"Group": sanitise_group(gr.group), "Resource": self.table.singular(gr)}) or None
 
     def resources_for_labels(self, labels: Iterable[str]) -> dict[GroupResource, str]:
         """Each resource the labels name, with the label chosen for it: overrides in file order, then the

@@ -23,6 +23,7 @@ from __future__ import annotations
 from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
+from adapter.rules.resources import BUILTIN, ResourceTable
 
 GPU_PRESETS = "gpu-presets"
 
@@ -85,7 +86,11 @@ rules:
 """
 
 
+def gpu_presets(table: ResourceTable = BUILTIN) -> RulesConfig:
+    """The presets, parsed with the same loader as a rules file (source name ``gpu-presets``), once per table."""
+    return _parsed(table)
+
+
 @cache
-def gpu_presets() -> RulesConfig:
-    """The presets, parsed with the same loader as a rules file (source name ``gpu-presets``)."""
-    return parse_document(GPU_PRESETS_YAML, GPU_PRESETS)
+def _parsed(table: ResourceTable) -> RulesConfig:
+    return parse_document(GPU_PRESETS_YAML, GPU_PRESETS, table)

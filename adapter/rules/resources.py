@@ -2,12 +2,15 @@
 
 prometheus-adapter normalises resource names with a REST mapper built from the API's discovery documents. With
 a Kubernetes API the adapter does the same (``adapter.kube.restmapper`` builds a :class:`ResourceTable` from
-discovery and installs it with :func:`use_table`, refreshed periodically, so a CRD installed later resolves);
-without one, a built-in table of the common kinds stands in. A name may be given as plural, singular, kind or
-short name (``pods``, ``pod``, ``Pod``, ``po``), optionally qualified by its group (``deployments.apps``,
-``deployment.apps``). A qualified name outside the table is accepted as written (lowercased), so custom
-resources work when their group is given. An unqualified name in several groups means the first in the
-table's order (discovery order: the core group first), as client-go's discovery REST mapper decides.
+discovery, refreshed periodically, and the rules are parsed again with it, so a CRD installed later resolves);
+without one, the built-in table of the common kinds (:data:`BUILTIN`) stands in. A parsed rules file carries the
+table it was parsed with (``RulesConfig.table``), and everything that resolves a name for it asks that table.
+
+A name may be given as plural, singular, kind or short name (``pods``, ``pod``, ``Pod``, ``po``), optionally
+qualified by its group (``deployments.apps``, ``deployment.apps``). A qualified name outside the table is accepted
+as written (lowercased), so custom resources work when their group is given. An unqualified name in several groups
+means the first in the table's order (discovery order: the core group first), as client-go's discovery REST mapper
+decides.
 """
 
 from __future__ import annotations
@@ -140,6 +143,67 @@ class ResourceTable:
             for name in (k.plural, k.singular, *k.aliases):
                 self.by_label_name.setdefault(name, k)
 
+    def normalise(self, resource: str, group: str | None = None) -> GroupResource:
+        """``pods``/``pod``/``Pod``/``po`` → ``pods``; ``deployment.apps`` → ``deployments.apps``.
+
+        ``group`` qualifies ``resource`` when given separately (as in rule overrides); otherwise a qualified name
+        is split at its first dot. Names outside the table are returned lowercased, as written.
+        """
+        text = resource.strip().lower()
+        if group is None:
+            text, dot, group_text = text.partition(".")
+            if dot and not group_text:
+                raise ResourceError(f"invalid resource name {resource!r}: empty API group")
+        else:
+            group_text = group.strip().lower()
+        if not text:
+            raise ResourceError("empty resource name")
+        if not _RESOURCE.match(text):
+            raise ResourceError(f"invalid resource name {resource!r}")
+        if group_text and not _GROUP.match(group_text):
+            raise ResourceError(f"invalid API group {group_text!r}")
+        known = self.by_name.get((text, group_text)) if group_text else self.by_bare_name.get(text)
+        return known.group_resource if known else GroupResource(group_text, text)
+
+    def is_known(self, gr: GroupResource) -> bool:
+        return gr in self.by_group_resource
+
+    def resource_for_label(self, resource: str, sanitised_group: str | None) -> GroupResource | None:
+        """The known resource a label names through ``resources.template``, or ``None``.
+
+        ``sanitised_group`` is the text the template's ``.Group`` matched (dots and dashes written as ``_``);
+        ``None`` when the template has no ``.Group``, in which case any group matches, as with an empty group in
+        prometheus-adapter's REST mapper.
+        """
+        found = self.by_label_name.get(resource)
+        if found is None or (sanitised_group is not None and sanitise_group(found.group) != sanitised_group):
+            return None
+        return found.group_resource
+
+    def is_namespaced(self, gr: GroupResource) -> bool:
+        """Known cluster-scoped kinds are root-scoped; everything else (custom resources included) is namespaced."""
+        known = self.by_group_resource.get(gr)
+        return known.namespaced if known else True
+
+    def singular(self, gr: GroupResource) -> str:
+        known = self.by_group_resource.get(gr)
+        return known.singular if known else _singular_guess(gr.resource)
+
+    def kind(self, gr: GroupResource) -> str:
+        """The object kind for ``describedObject`` (``Pod``, ``Deployment``); a capitalised guess for others."""
+        known = self.by_group_resource.get(gr)
+        if known:
+            return known.kind
+        guess = _singular_guess(gr.resource)
+        return guess[:1].upper() + guess[1:]
+
+    def api_version(self, gr: GroupResource) -> str:
+        """``describedObject.apiVersion``: ``/v1`` for the core group (as prometheus-adapter writes it),
+        ``apps/v1``, ``autoscaling/v2``…; ``<group>/v1`` for groups outside the table."""
+        known = self.by_group_resource.get(gr)
+        version = known.version if known else next((k.version for k in self.kinds if k.group == gr.group), "v1")
+        return f"{gr.group}/{version}"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ResourceTable) and set(self.kinds) == set(other.kinds)
 
@@ -148,61 +212,10 @@ class ResourceTable:
 
 
 BUILTIN = ResourceTable(_TABLE)
-_table = BUILTIN
-
-
-def use_table(table: ResourceTable) -> None:
-    """Resolve names with ``table`` from now on (the API's discovery; :data:`BUILTIN` without an API)."""
-    global _table
-    _table = table
-
-
-def current_table() -> ResourceTable:
-    return _table
-
+"""The common kinds: what names resolve with when there is no Kubernetes API to ask."""
 
 NAMESPACES = GroupResource("", "namespaces")
 PODS = GroupResource("", "pods")
-
-
-def normalise_resource(resource: str, group: str | None = None) -> GroupResource:
-    """``pods``/``pod``/``Pod``/``po`` → ``pods``; ``deployment.apps`` → ``deployments.apps``.
-
-    ``group`` qualifies ``resource`` when given separately (as in rule overrides); otherwise a qualified name
-    is split at its first dot. Names outside the table are returned lowercased, as written.
-    """
-    text = resource.strip().lower()
-    if group is None:
-        text, dot, group_text = text.partition(".")
-        if dot and not group_text:
-            raise ResourceError(f"invalid resource name {resource!r}: empty API group")
-    else:
-        group_text = group.strip().lower()
-    if not text:
-        raise ResourceError("empty resource name")
-    if not _RESOURCE.match(text):
-        raise ResourceError(f"invalid resource name {resource!r}")
-    if group_text and not _GROUP.match(group_text):
-        raise ResourceError(f"invalid API group {group_text!r}")
-    known = _table.by_name.get((text, group_text)) if group_text else _table.by_bare_name.get(text)
-    return known.group_resource if known else GroupResource(group_text, text)
-
-
-def is_known(gr: GroupResource) -> bool:
-    return gr in _table.by_group_resource
-
-
-def resource_for_label(resource: str, sanitised_group: str | None) -> GroupResource | None:
-    """The known resource a label names through ``resources.template``, or ``None``.
-
-    ``sanitised_group`` is the text the template's ``.Group`` matched (dots and dashes written as ``_``);
-    ``None`` when the template has no ``.Group``, in which case any group matches, as with an empty group in
-    prometheus-adapter's REST mapper.
-    """
-    found = _table.by_label_name.get(resource)
-    if found is None or (sanitised_group is not None and sanitise_group(found.group) != sanitised_group):
-        return None
-    return found.group_resource
 
 
 def sanitise_group(group: str) -> str:
@@ -210,32 +223,11 @@ def sanitise_group(group: str) -> str:
     return group.replace(".", "_").replace("-", "_")
 
 
-def is_namespaced(gr: GroupResource) -> bool:
-    """Known cluster-scoped kinds are root-scoped; everything else (custom resources included) is namespaced."""
-    known = _table.by_group_resource.get(gr)
-    return known.namespaced if known else True
-
-
-def singular(gr: GroupResource) -> str:
-    known = _table.by_group_resource.get(gr)
-    return known.singular if known else _singular_guess(gr.resource)
-
-
-def kind(gr: GroupResource) -> str:
-    """The object kind for ``describedObject`` (``Pod``, ``Deployment``); a capitalised guess for others."""
-    known = _table.by_group_resource.get(gr)
-    if known:
-        return known.kind
-    guess = _singular_guess(gr.resource)
-    return guess[:1].upper() + guess[1:]
-
-
-def api_version(gr: GroupResource) -> str:
-    """``describedObject.apiVersion``: ``/v1`` for the core group (as prometheus-adapter writes it),
-    ``apps/v1``, ``autoscaling/v2``…; ``<group>/v1`` for groups outside the table."""
-    known = _table.by_group_resource.get(gr)
-    version = known.version if known else next((k.version for k in _table.kinds if k.group == gr.group), "v1")
-    return f"{gr.group}/{version}"
+# The built-in table's answers, for code and tests that never have an API's discovery to ask.
+normalise_resource = BUILTIN.normalise
+is_namespaced = BUILTIN.is_namespaced
+kind = BUILTIN.kind
+api_version = BUILTIN.api_version
 
 
 def _singular_guess(plural: str) -> str:

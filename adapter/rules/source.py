@@ -17,6 +17,7 @@ from pathlib import Path
 
 from adapter.background import BackgroundTask, every
 from adapter.rules import RulesConfig, RulesError, gpu_presets, parse_rules
+from adapter.rules.resources import BUILTIN, ResourceTable
 
 log = logging.getLogger("adapter.rules")
 
@@ -28,8 +29,9 @@ class _Read:
     error: RulesError | None
 
 
-def _read(path: str, known: set[str]) -> _Read:
-    """Read and hash the file; parse it only when its digest is not one of ``known``."""
+def _read(path: str, known: set[str], table: ResourceTable) -> _Read:
+    """Read and hash the file; parse it (names resolved with ``table``) only when its digest is not one of
+    ``known``."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -39,7 +41,7 @@ def _read(path: str, known: set[str]) -> _Read:
     if digest in known:
         return _Read(digest, None, None)
     try:
-        return _Read(digest, parse_rules(data.decode("utf-8"), path), None)
+        return _Read(digest, parse_rules(data.decode("utf-8"), path, table), None)
     except UnicodeDecodeError as exc:
         return _Read(digest, None, RulesError(f"cannot read the rules file: {exc}", source=path))
     except RulesError as exc:
@@ -52,6 +54,7 @@ class RulesSource:
     def __init__(self, config: RulesConfig, path: str | None = None, *, interval_s: float = 5.0,
                  digest: str = "") -> None:
         self.path = path
+        self.table = config.table  # the resource table the rules in force were parsed with
         self.interval_s = interval_s
         self.applied_total = 0
         self.rejected_total = 0
@@ -63,11 +66,12 @@ class RulesSource:
         self._task = BackgroundTask("rules-reload")
 
     @classmethod
-    def load(cls, path: str | None, *, interval_s: float = 5.0) -> RulesSource:
-        """The file's rules (``RulesError`` if it is unreadable or invalid), or the presets without a file."""
+    def load(cls, path: str | None, *, interval_s: float = 5.0, table: ResourceTable = BUILTIN) -> RulesSource:
+        """The file's rules (``RulesError`` if it is unreadable or invalid), or the presets without a file; names
+        resolved with ``table`` (the API's discovery, when there is an API)."""
         if path is None:
-            return cls(gpu_presets())
-        read = _read(path, set())
+            return cls(gpu_presets(table))
+        read = _read(path, set(), table)
         if read.error is not None:
             raise read.error
         assert read.config is not None
@@ -92,7 +96,7 @@ class RulesSource:
         """Check the file once; True when new rules were applied."""
         if self.path is None:
             return False
-        read = await asyncio.to_thread(_read, self.path, {self._seen_digest, self._applied_digest})
+        read = await asyncio.to_thread(_read, self.path, {self._seen_digest, self._applied_digest}, self.table)
         if read.digest == self._seen_digest:
             return False
         self._seen_digest = read.digest
@@ -116,20 +120,22 @@ class RulesSource:
             listener(read.config)
         return True
 
-    def reparse(self) -> bool:
-        """Parse the rules in force again, for resource names to resolve against a new resource table (a CRD
-        installed since); applied, and listeners told, when they parse. True when applied."""
+    def use_table(self, table: ResourceTable) -> bool:
+        """Parse the rules in force again with a new resource table (the API's discovery changed: a CRD installed
+        since); applied, and listeners told, when they parse. True when applied."""
         if self.path is None:
-            return False  # the built-in presets name only core resources
-        read = _read(self.path, set())
-        if read.error is not None:
-            log.error("re-reading the rules after an API resource change failed, keeping them: %s", read.error)
-            return False
-        assert read.config is not None
-        self._current = read.config
-        self._applied_digest = self._seen_digest = read.digest
+            config = gpu_presets(table)
+        else:
+            read = _read(self.path, set(), table)
+            if read.error is not None:
+                log.error("re-reading the rules after an API resource change failed, keeping them: %s", read.error)
+                return False
+            assert read.config is not None
+            config = read.config
+            self._applied_digest = self._seen_digest = read.digest
+        self.table, self._current = table, config
         for listener in self._listeners:
-            listener(read.config)
+            listener(config)
         return True
 
     def start(self) -> None:
