@@ -257,6 +257,18 @@ def test_no_value_is_an_error_never_a_zero(stack: Stack, keda: KedaClient) -> No
             assert "could not find" in message, (what, message)
 
 
+def test_zero_when_none_selected_is_for_no_object_only(keda: KedaClient) -> None:
+    # The opt-in for a trigger that holds replicas: at zero replicas no pod matches, and the value is 0 (inactive)
+    # rather than an error; a pod that exists without series is still no value.
+    running = {**VLLM_QUEUE, "metric": "vllm:num_requests_running", "zeroWhenNoneSelected": "true"}
+    assert served(keda.trigger("vllm", "ml", running)) == 12
+    at_zero = keda.trigger("vllm", "ml", {**running, "labelSelector": "app=nothing"})
+    [spec] = at_zero.metric_spec()
+    assert at_zero.metrics_and_activity(spec.name) == ([0.0], False)
+    code, _ = status_of(keda.trigger("other", "ml", {**running, "labelSelector": "app=other"}).is_active)
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
 def test_a_stale_series_is_no_value(stack: Stack, keda: KedaClient) -> None:
     # The target stops answering: Prometheus marks its series stale at the next failed scrape. KEDA's Prometheus
     # scaler would read the empty result as 0; the scaler answers NOT_FOUND.
@@ -291,6 +303,7 @@ BAD_METADATA = [
     ("bad resource", {**GPU, "resource": "Pods/x"}, "resource"),
     ("bad aggregation", {**GPU, "aggregation": "mean"}, "aggregation"),
     ("key twice", {**GPU, "metricFromEnv": "GPU_METRIC"}, "metricFromEnv"),
+    ("zero without a selector", {**WORKER, "zeroWhenNoneSelected": "true"}, "zeroWhenNoneSelected"),
 ]
 
 

@@ -20,6 +20,9 @@ Keys (docs/keda.md has the table and examples):
   ``labelSelector``, e.g. ``inference_pool=vllm``).
 * ``aggregation`` (default ``sum``): ``sum``, ``avg``, ``max`` or ``min`` of the values (objects or series), the
   one number KEDA gets.
+* ``zeroWhenNoneSelected`` (default ``false``; with ``labelSelector``): when the selector selects no object at all
+  (the target scaled to zero: no pod), the value is 0 rather than an error. Objects that exist but have no value
+  are still an error. For a trigger that holds replicas while they serve beside one that wakes the target.
 
 The namespace is always the ScaledObject's: there is no key to read another namespace's metrics.
 """
@@ -40,7 +43,7 @@ from adapter.rules.selectors import SelectorError, parse_selector, to_promql_mat
 KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl", "caCert", "tlsClientCert", "tlsClientKey"})
 AGGREGATIONS = ("sum", "avg", "max", "min")
 KEYS = ("metric", "targetValue", "activationThreshold", "resource", "name", "labelSelector", "metricSelector",
-        "aggregation")
+        "aggregation", "zeroWhenNoneSelected")
 _FROM_ENV = "FromEnv"
 # Where a user coming from KEDA's Prometheus scaler or an HPA might reach for another word.
 _HINTS = {
@@ -61,8 +64,8 @@ _KEDA_UNSAFE = ("/", ".", ":", "%", "(", ")")
 class MetadataError(ValueError):
     """A metadata map this scaler cannot serve; ``key`` names the offending key."""
 
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"scalerMetadata.{key}: {problem}")
+    def __init__(self, key: str, problem: str, where: str = "scalerMetadata") -> None:
+        super().__init__(f"{where}.{key}: {problem}")
         self.key = key
 
 
@@ -76,6 +79,7 @@ class Trigger:
     label_selector: str = ""  # custom: the objects
     metric_selector: str = ""
     aggregation: str = "sum"
+    zero_when_none_selected: bool = False
 
     @property
     def external(self) -> bool:
@@ -112,6 +116,9 @@ def parse_metadata(metadata: Mapping[str, str]) -> Trigger:
     name = values.get("name", "").strip() or None
     resource = values.get("resource", "").strip() or None
     given = {"name": name is not None, "labelSelector": bool(label_selector)}
+    zero_when_none = _boolean(values, "zeroWhenNoneSelected")
+    if zero_when_none and not given["labelSelector"]:
+        raise MetadataError("zeroWhenNoneSelected", "only with labelSelector (it says what no selected object means)")
     if resource is None:
         for key in ("name", "labelSelector"):
             if given[key]:
@@ -135,7 +142,7 @@ def parse_metadata(metadata: Mapping[str, str]) -> Trigger:
     if name is not None and (len(name) > 253 or not _NAME.fullmatch(name)):
         raise MetadataError("name", f"{name!r} is not a Kubernetes object name")
     return Trigger(metric, target, activation, str(group_resource), name, label_selector, metric_selector,
-                   aggregation)
+                   aggregation, zero_when_none)
 
 
 def _our_keys(metadata: Mapping[str, str]) -> dict[str, str]:
@@ -166,6 +173,13 @@ def _number(values: Mapping[str, str], key: str, default: float | None) -> float
     if not math.isfinite(value):
         raise MetadataError(key, f"expected a number such as 5 or 0.8, got {text!r}")
     return value
+
+
+def _boolean(values: Mapping[str, str], key: str) -> bool:
+    text = values.get(key, "false").strip()
+    if text not in ("true", "false"):
+        raise MetadataError(key, f"expected true or false, got {text!r}")
+    return text == "true"
 
 
 def _selector(values: Mapping[str, str], key: str, *, promql: bool) -> str:

@@ -32,6 +32,7 @@ from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.metadata import MetadataError, Trigger, parse_metadata
 from adapter.provider.custom import CustomMetrics
 from adapter.provider.external import ExternalMetrics
+from adapter.rules import ResourceError, normalise_resource
 
 log = logging.getLogger("adapter.keda")
 access_log = logging.getLogger("adapter.access")
@@ -53,10 +54,20 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         """The trigger's one number, as the HTTP API would answer it; an ``ApiError`` when there is none."""
         query = wire.provider_query(trigger, namespace)
         if isinstance(query, wire.CustomQuery):
+            if trigger.zero_when_none_selected and await self._none_selected(query):
+                return 0.0
             objects = await self.custom.values(query.path, query.label_selector, query.metric_label_selector)
             return wire.combine(trigger, [item.value for item in objects])
         series = await self.external.values(query.namespace, query.metric, query.label_selector)
         return wire.combine(trigger, [item.value for item in series])
+
+    async def _none_selected(self, query: wire.CustomQuery) -> bool:
+        """Whether the label selector selects no object at all (from the same resolver the API uses)."""
+        try:
+            group_resource = normalise_resource(query.path.resource)
+        except ResourceError:
+            return False  # the provider answers it
+        return await self.custom.engine.select(group_resource, query.path.namespace, query.label_selector) == []
 
     # -- the service's methods -------------------------------------------------------------------------------
     async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Any) -> pb.GetMetricSpecResponse:

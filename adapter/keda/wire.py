@@ -59,7 +59,7 @@ class ExternalQuery:
 def namespace_of(ref: pb.ScaledObjectRef) -> str:
     """The ScaledObject's namespace, which every query is bound to."""
     if not ref.namespace:
-        raise MetadataError("namespace", "the ScaledObjectRef has no namespace (KEDA sends the ScaledObject's)")
+        raise MetadataError("namespace", "required (KEDA sends the ScaledObject's)", where="ScaledObjectRef")
     return ref.namespace
 
 
@@ -106,8 +106,9 @@ def metric_values(metric_name: str, value: float) -> pb.GetMetricsResponse:
 def requested_metric(trigger: Trigger, request: pb.GetMetricsRequest) -> str:
     """The name KEDA asks for, which must be this trigger's (KEDA strips its ``s<index>-`` prefix first)."""
     if request.metricName and request.metricName != trigger.metric_name:
-        raise MetadataError("metricName", f"GetMetrics asked for {request.metricName!r}, but this trigger's metric "
-                                          f"spec is {trigger.metric_name!r} (metric {trigger.metric})")
+        raise MetadataError("metricName", f"{request.metricName!r} is not this trigger's metric: its spec names "
+                                          f"{trigger.metric_name!r} (metric {trigger.metric})",
+                            where="GetMetricsRequest")
     return request.metricName or trigger.metric_name
 
 

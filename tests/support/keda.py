@@ -135,13 +135,17 @@ class KedaClient:
     """A connection to the scaler as ``getClientForConnectionPool`` dials ``scalerAddress``."""
 
     def __init__(self, scaler_address: str, *, enable_tls: bool = False, ca_cert: bytes | None = None,
-                 client_cert: bytes | None = None, client_key: bytes | None = None, timeout: float = 10.0) -> None:
+                 client_cert: bytes | None = None, client_key: bytes | None = None, timeout: float = 10.0,
+                 server_name: str | None = None) -> None:
+        """``server_name``: the name KEDA would verify (the host of its ``scalerAddress``) when the test reaches
+        the server at another address (a Service name, here on loopback)."""
         self.timeout = timeout
         certificates = client_cert is not None and client_key is not None
         if enable_tls or certificates or ca_cert is not None:
             credentials = grpc.ssl_channel_credentials(ca_cert, client_key if certificates else None,
                                                        client_cert if certificates else None)
-            self.channel = grpc.secure_channel(scaler_address, credentials)
+            options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+            self.channel = grpc.secure_channel(scaler_address, credentials, options=options)
         else:
             self.channel = grpc.insecure_channel(scaler_address)
         self.stub = pb_grpc.ExternalScalerStub(self.channel)
