@@ -19,6 +19,8 @@ from tests.support.keda import KedaClient
 from tests.support.processes import terminate
 from tests.support.prometheus import free_port
 
+pytestmark = pytest.mark.tools
+
 CHART = REPO / "charts" / "gpu-autoscaler"
 VALUES = CHART / "ci" / "keda-scaler-values.yaml"
 NAMESPACE, RELEASE = "gpu-system", "gpu"
@@ -110,6 +112,7 @@ def test_values_schema_rejects_bad_values(sets: list[str], message: str) -> None
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
 
+@pytest.mark.e2e
 def test_the_deployment_serves_the_scaler_to_keda_with_the_chart_certificates(tmp_path: Path) -> None:
     """The adapter run with the Deployment's arguments and the scaler Secret mounted; a client dialling as KEDA does
     with the ClusterTriggerAuthentication's Secret (caCert, tlsClientCert, tlsClientKey) and the Service's name as
