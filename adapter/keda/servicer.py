@@ -124,7 +124,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                         last = now
                         yield pb.IsActiveResponse(result=now)
                 await asyncio.sleep(self.stream_interval_s)
-        except asyncio.CancelledError:  # KEDA closed the stream, or the server stops
+        except (asyncio.CancelledError, GeneratorExit):  # KEDA closed the stream, or the server stops
             code = grpc.StatusCode.CANCELLED
             raise
         finally:
