@@ -177,7 +177,23 @@ AUTH = (
     Flag("--authorization-webhook-cache-authorized-ttl", str, "10s", "How long 'allowed' answers are kept."),
     Flag("--authorization-webhook-cache-unauthorized-ttl", str, "10s", "How long 'denied' answers are kept."),
 )
-SERVE = (*PROMETHEUS, *SERVING, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH)
+KEDA = (
+    Flag("--keda-scaler-port", int, 0,
+         "Also serve KEDA's external scaler (gRPC externalscaler.ExternalScaler, docs/keda.md) on this port, on "
+         "--bind-address; 0: off.", range=(0, 65535)),
+    Flag("--keda-scaler-tls-cert-file", str | None, None,
+         "The scaler's TLS certificate (PEM), for the name KEDA dials; default: the HTTPS serving pair."),
+    Flag("--keda-scaler-tls-private-key-file", str | None, None, "Its private key."),
+    Flag("--keda-scaler-client-ca-file", str | None, None,
+         "Require client certificates signed by this CA (KEDA's tlsClientCert/tlsClientKey). Without it the "
+         "scaler serves every caller, which needs --disable-auth or --keda-scaler-insecure."),
+    Flag("--keda-scaler-insecure", bool, False,
+         "Serve the scaler in plain text to every caller (KEDA's dial without enableTLS or caCert); only where a "
+         "NetworkPolicy admits KEDA alone."),
+    Flag("--keda-scaler-stream-interval", str, "5s",
+         "How often a StreamIsActive stream (trigger type external-push) evaluates its trigger."),
+)
+SERVE = (*PROMETHEUS, *SERVING, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
 
 # -- check and explain --------------------------------------------------------------------------------------------
 CHECK = (*PROMETHEUS_FOR_TOOLS, Flag("--metrics-max-age", str, "5m", "Look-back for series discovery."))

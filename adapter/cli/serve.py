@@ -48,6 +48,14 @@ def serve(options: Options) -> None:
     except OSError as exc:
         raise UsageError(f"cannot listen on {options.bind_address}:{options.secure_port}: "
                          f"{exc.strerror or exc}") from None
+    if options.keda_scaler_port:  # gRPC binds it in the app's lifespan: say now, in one line, if it cannot
+        try:
+            listening_socket(options.bind_address, options.keda_scaler_port,
+                             reuse_port=options.permit_port_sharing).close()
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"--keda-scaler-port: cannot listen on {options.bind_address}:"
+                             f"{options.keda_scaler_port}: {exc.strerror or exc}") from None
     # Everything built so far (modules, rules, the app) lives as long as the process: out of the collector's sight,
     # a full collection no longer walks it all.
     gc.freeze()
@@ -86,6 +94,7 @@ def build(options: Options) -> Adapter:
     sample_age = values.duration_or_zero(o.max_sample_age, "--max-sample-age") if o.max_sample_age else None
     if bool(o.tls_cert_file) != bool(o.tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
+    keda_options = keda_flags(o)
     api_client = load_api_client(o.kubeconfig)
     resources = _resource_discovery(api_client, values.duration_or_zero(o.discovery_interval, "--discovery-interval"))
     rules = RulesSource.load(o.config, interval_s=reload_interval, table=resources.table if resources else BUILTIN)
@@ -132,7 +141,63 @@ def build(options: Options) -> Adapter:
     context = server_context(cert, key, None, request_client_certs=auth is not None, tls=tls)
     if auth is not None:
         auth.attach_tls(context)
+    if keda_options is not None:
+        state.background.append(keda_scaler(o, keda_options, state, cert, key))
     return Adapter(state, context)
+
+
+@dataclass(frozen=True)
+class KedaOptions:
+    stream_interval_s: float
+    plain_text: bool
+
+
+def keda_flags(o: Options) -> KedaOptions | None:
+    """The ``--keda-scaler-*`` flags checked (before anything is written); None when the scaler is off."""
+    given = [flag for flag, value in (("--keda-scaler-tls-cert-file", o.keda_scaler_tls_cert_file),
+                                      ("--keda-scaler-client-ca-file", o.keda_scaler_client_ca_file),
+                                      ("--keda-scaler-insecure", o.keda_scaler_insecure)) if value]
+    if not o.keda_scaler_port:
+        if given:
+            raise UsageError(f"{given[0]} needs --keda-scaler-port")
+        return None
+    if o.keda_scaler_port == o.secure_port:
+        raise UsageError(f"--keda-scaler-port {o.keda_scaler_port}: the HTTPS server (--secure-port) has it")
+    interval = values.duration(o.keda_scaler_stream_interval, "--keda-scaler-stream-interval")
+    if bool(o.keda_scaler_tls_cert_file) != bool(o.keda_scaler_tls_private_key_file):
+        raise UsageError("--keda-scaler-tls-cert-file and --keda-scaler-tls-private-key-file go together")
+    if o.keda_scaler_insecure:
+        if len(given) > 1:
+            raise UsageError(f"--keda-scaler-insecure serves plain text: {given[0]} would not be used")
+        return KedaOptions(interval, plain_text=True)
+    if not o.keda_scaler_client_ca_file and not o.disable_auth:
+        raise UsageError("--keda-scaler-port: without --keda-scaler-client-ca-file the scaler would serve every "
+                         "caller; give the CA of KEDA's client certificate (tlsClientCert), or pass --disable-auth "
+                         "or --keda-scaler-insecure to serve everyone")
+    if o.keda_scaler_client_ca_file:
+        values.check_ca_file(o.keda_scaler_client_ca_file, "--keda-scaler-client-ca-file")
+    if o.keda_scaler_tls_cert_file:
+        values.check_key_pair(o.keda_scaler_tls_cert_file, o.keda_scaler_tls_private_key_file,
+                              "--keda-scaler-tls-cert-file")
+    return KedaOptions(interval, plain_text=False)
+
+
+def keda_scaler(o: Options, keda: KedaOptions, state: AdapterState, cert: str, key: str) -> Any:
+    """The external scaler's server over the app's providers (one engine, one cache), started with the app."""
+    from adapter.keda.server import KedaScalerServer, ScalerSettings, ScalerTLS
+    from adapter.keda.servicer import ExternalScalerServicer
+
+    if keda.plain_text:
+        log.warning("--keda-scaler-insecure: the KEDA scaler serves every caller in plain text on port %d",
+                    o.keda_scaler_port)
+        tls = None
+    else:
+        if not o.keda_scaler_client_ca_file:
+            log.warning("the KEDA scaler serves every caller (no --keda-scaler-client-ca-file)")
+        tls = ScalerTLS(o.keda_scaler_tls_cert_file or cert, o.keda_scaler_tls_private_key_file or key,
+                        o.keda_scaler_client_ca_file)
+    servicer = ExternalScalerServicer(state.custom, state.external, keda.stream_interval_s, state.metrics.registry)
+    return KedaScalerServer(ScalerSettings(o.bind_address, o.keda_scaler_port, tls, o.permit_port_sharing), servicer)
 
 
 def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[], float | None]:

@@ -122,6 +122,16 @@ def prometheus_settings(url: str, verb: str, timeout: str, token_file: str | Non
                             insecure_skip_verify=found.insecure_skip_verify and not ca_file, headers=extra)
 
 
+def check_ca_file(path: str, flag: str) -> None:
+    """A PEM CA bundle that loads, or a one-line usage error naming ``flag``."""
+    _check_tls_files(path, flag, (None, None), flag)
+
+
+def check_key_pair(cert_file: str, key_file: str, flag: str) -> None:
+    """A PEM certificate and key that load together, or a one-line usage error naming ``flag``."""
+    _check_tls_files(None, flag, (cert_file, key_file), flag)
+
+
 def _check_tls_files(ca_file: str | None, ca_source: str, pair: tuple[str | None, str | None],
                      pair_source: str) -> None:
     """Load the CA bundle and client key pair once, so a bad file is a one-line usage error at start."""

@@ -34,6 +34,8 @@ CRDS = {
     ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com_prometheusrules.yaml",
     ("karpenter.sh/v1", "NodePool"): "karpenter.sh_nodepools.yaml",
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.v1.yaml",
+    ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml",
+    ("keda.sh/v1alpha1", "ClusterTriggerAuthentication"): "keda.sh_clustertriggerauthentications.yaml",
 }
 CERT_MANAGER_KINDS = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
 
