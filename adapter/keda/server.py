@@ -1,7 +1,7 @@
 """The KEDA external scaler's gRPC server, run inside ``gpu-adapter serve``.
 
 It runs on the adapter's own event loop (``grpc.aio``, started and stopped with the app's lifespan as one of its
-background tasks), not in a thread of its own: the engine's Prometheus client (an ``httpx.AsyncClient``), the
+background tasks), not in a thread of its own: the engine's Prometheus client (an ``aiohttp`` session), the
 query cache's in-flight futures and the Kubernetes watch caches all belong to that loop, and a second loop would
 need a second client and cache (a second engine) or a hop between threads for every query. gRPC's completion
 queue is polled by gRPC's own thread, which hands each call to the loop, so the loop does no blocking I/O for it.
