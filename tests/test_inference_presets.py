@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -27,6 +28,7 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.k8s_validation import run, tool
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
 from tests.test_rules_presets import matching
 
 DATA = Path(__file__).parent / "data" / "inference"
@@ -284,26 +286,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
 
 def value(adapter: AdapterProcess, path: str) -> float:
     """The one item's value, waiting out the adapter's first relists."""
-    deadline = time.monotonic() + 15
-    while True:
+
+    def answered() -> httpx.Response | None:
         response = adapter.get(f"{BASE}/namespaces/{NAMESPACE}/{path}")
-        if response.status_code == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert response.status_code == 200, response.text
+        return response if response.status_code == 200 else None
+
+    response = wait_until(answered, 15, f"{path} answered with a value")
     [item] = response.json()["items"]
     return milli(item["value"]) / 1000
 
 
 def test_discovery_lists_every_preset_metric(stack: AdapterProcess) -> None:
-    deadline = time.monotonic() + 15
     wanted = {f"{r}/{m}" for names in API_METRICS.values() for m in names for r in ("pods", "deployments.apps")}
-    while True:
-        listed = {r["name"] for r in stack.get(BASE).json()["resources"]}
-        if wanted <= listed or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert wanted <= listed, sorted(wanted - listed)
+    wait_until(lambda: wanted <= {r["name"] for r in stack.get(BASE).json()["resources"]}, 15,
+               f"every preset metric listed ({sorted(wanted)})")
 
 
 @pytest.mark.parametrize(("path", "expected"), [

@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.replica import READY_PREFIX
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -43,11 +43,6 @@ def replica() -> Iterator[Replica]:
     yield r
     r.process.kill()
     r.process.communicate()
-
-
-def wait_until(check: Callable[[], bool]) -> None:
-    while not check():
-        time.sleep(0.02)
 
 
 def test_requests_take_the_gpu_one_at_a_time(replica: Replica) -> None:

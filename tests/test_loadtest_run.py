@@ -10,8 +10,7 @@ import io
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from loadtest.run import RunOptions, RunOutputs, run_load
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.fake_kube import FakeKube
@@ -102,13 +102,6 @@ def hpa(desired: int, current_value: str) -> dict[str, Any]:
             {"type": "Pods", "pods": {"metric": {"name": "DCGM_FI_DEV_GPU_UTIL"},
                                       "current": {"averageValue": current_value}}}]},
     }
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 COMPLETION = {"model": "qwen2.5-7b-instruct", "prompt": "Say hello", "max_tokens": 16, "temperature": 0}
@@ -236,27 +229,39 @@ class SteadyMetric:
         pass
 
 
+class SecondsRecorded(Progress):
+    """The run's progress display, quiet, with an event set once the run has recorded a second of the profile."""
+
+    def __init__(self) -> None:
+        super().__init__(Console(file=io.StringIO()))
+        self.recorded = asyncio.Event()
+
+    def update(self, s: Any) -> None:
+        super().update(s)
+        self.recorded.set()
+
+
 def test_drain_seconds_carry_what_was_observed_in_them() -> None:
     """Requests sent in the profile's only second are answered in the next: that drain row (in the CSV and the
     plot) still holds the metric read while it lasted, not a gap."""
 
     async def scenario() -> list[Any]:
+        progress = SecondsRecorded()
+
         async def answer_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
-            await asyncio.sleep(max(began + 1.3 - loop.time(), 0.0))  # past the 1 s profile
+            await asyncio.wait_for(progress.recorded.wait(), 30)  # the profile's only second is over
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
             await writer.drain()
             writer.close()
 
-        loop = asyncio.get_running_loop()
-        began = loop.time()
         server = await asyncio.start_server(answer_late, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         options = RunOptions(url=f"http://127.0.0.1:{port}/infer", profile=parse_profile("1s:4"),
                              arrivals=Arrivals.UNIFORM, watch_interval_s=0.1)
         try:
             result = await run_load(options, SteadyMetric(), RunOutputs(),  # type: ignore[arg-type]
-                                    Progress(Console(file=io.StringIO())))
+                                    progress)
         finally:
             server.close()
         return result.rows

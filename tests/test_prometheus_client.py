@@ -51,6 +51,7 @@ from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 from tests.support.scripted_http import Script, Server
+from tests.support.waiting import wait_until_async
 
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
@@ -955,7 +956,10 @@ def _against(server: Server, queries: int, timeout_s: float = 2.0, host: str = "
                     results.append(await client.query("up"))
                 except PrometheusError as exc:
                     results.append(exc)
-                await asyncio.sleep(0.05)  # the server's close reaches the idle pooled connection
+                # every connection the server ended is closed on its side before the next query: the idle
+                # pooled connection can see its end
+                await wait_until_async(lambda: server.closed == server.connections - server.open_now, 5,
+                                       "the server's closes done")
         finally:
             await client.aclose()
             listening.close()

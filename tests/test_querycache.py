@@ -22,11 +22,12 @@ from adapter.prometheus.client import (
     Sample,
 )
 from adapter.prometheus.querycache import QueryCache
-from tests.support.adapter_metrics import eventually, scrape, value
+from tests.support.adapter_metrics import scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
 
 
 class ScriptedClient:
@@ -312,7 +313,7 @@ def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus:
                           limits=httpx.Limits(max_connections=100)) as client, ThreadPoolExecutor(100) as pool:
             pending = [pool.submit(client.get, POD) for _ in range(100)]
             # all 100 are inside the adapter when 99 of them joined the one query Prometheus is holding
-            eventually(lambda: value(scrape(adapter), "gpu_adapter_query_cache_requests_total",
+            wait_until(lambda: value(scrape(adapter), "gpu_adapter_query_cache_requests_total",
                                      result="coalesced") == 99, what="99 coalesced requests")
             proxy.release()
             responses = [p.result() for p in pending]
@@ -333,7 +334,7 @@ def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheu
     adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s")
     try:
         # Prometheus scrapes every 2 s, so a result is reused for 2 s at most, not the 5 s asked for
-        eventually(lambda: value(scrape(adapter), "gpu_adapter_query_cache_ttl_seconds") == 2.0,
+        wait_until(lambda: value(scrape(adapter), "gpu_adapter_query_cache_ttl_seconds") == 2.0,
                    what="reuse capped at the 2 s scrape interval")
         for _ in range(2):
             response = adapter.get(BROKEN)
@@ -354,7 +355,7 @@ def test_without_a_targets_api_nothing_is_reused_and_that_is_logged_once(prometh
     # no --metrics-max-age: with the scrape interval unknown, the look-back is 1 s + Prometheus' default 1 m
     adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s", "--metrics-relist-interval", "1s")
     try:
-        eventually(lambda: proxy.paths["/api/v1/targets"] >= 3, what="three relists asking for targets")
+        wait_until(lambda: proxy.paths["/api/v1/targets"] >= 3, what="three relists asking for targets")
         # read once per relist (one series call each: both rules share their seriesQuery), for discovery and cache
         relists = proxy.paths["/api/v1/series"]
         assert relists <= proxy.paths["/api/v1/targets"] <= relists + 1
