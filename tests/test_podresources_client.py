@@ -39,7 +39,7 @@ INFER = (
 
 @pytest.fixture
 def watcher(podresources_server: FakePodResourcesServer) -> Iterator[PodResourcesWatcher]:
-    w = PodResourcesWatcher(podresources_server.socket_path, refresh_interval_s=0.1, timeout=1.0)
+    w = PodResourcesWatcher(podresources_server.socket_path, refresh_interval_s=0.1, timeout_s=1.0)
     yield w
     w.stop()
 
@@ -91,7 +91,7 @@ def test_deadline_is_applied(podresources_server: FakePodResourcesServer) -> Non
     podresources_server.delay_list(5.0)
     started = time.monotonic()
     with pytest.raises(PodResourcesError, match="DEADLINE_EXCEEDED"):
-        list_allocations(podresources_server.socket_path, timeout=0.2)
+        list_allocations(podresources_server.socket_path, timeout_s=0.2)
     assert time.monotonic() - started < 2.0
 
 
