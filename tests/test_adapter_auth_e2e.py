@@ -22,6 +22,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 FRONT_PROXY_CA = make_ca("front-proxy-ca")
 OTHER_CA = make_ca("not-the-front-proxy-ca")
 HPA = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"

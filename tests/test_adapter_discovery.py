@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
 from adapter.prometheus.discovery import Discovery
 from adapter.rules import gpu_presets
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.waiting import wait_until_async
+
+pytestmark = pytest.mark.unit
 
 
 class ScriptedPrometheus:
@@ -94,6 +98,7 @@ def test_default_look_back_is_the_relist_interval_plus_the_longest_scrape_interv
     assert round(end - start, 6) == 12  # --metrics-max-age is taken as given
 
 
+@pytest.mark.e2e
 def test_a_series_scraped_less_often_than_the_relist_never_drops_out(prometheus_factory: Any) -> None:
     """Real Prometheus scraping every 3 s, relisting every 1 s: in the gap between two scrapes, once the last sample
     is older than the relist interval, the window prometheus-adapter uses by default (the relist interval) finds

@@ -16,6 +16,8 @@ from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 GPUS = [  # gpu, node, namespace, pod, util, power, fb_used
     ("0", "node-a", "ml", "infer-0", "50", "100.5", "1000"),
     ("1", "node-a", "ml", "infer-0", "100", "200.25", "3000"),
@@ -250,6 +252,7 @@ def test_health_and_openapi(stack: tuple) -> None:
         assert adapter.get(path).status_code == 404
 
 
+@pytest.mark.tools
 def test_kubectl_get_raw_against_the_adapter(stack: tuple) -> None:
     adapter, _, tmp = stack
     out = kubectl_get_raw(adapter.url, tmp, f"{BASE}/v1beta1/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL")

@@ -12,6 +12,8 @@ from exporter.counters import Counter, CountersError
 from exporter.counters_source import CountersReloader, CountersSource, parse_configmap_ref
 from exporter.exposition import render
 
+pytestmark = pytest.mark.unit
+
 UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
 TEMP = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
 

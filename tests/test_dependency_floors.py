@@ -14,6 +14,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 # Every NVML symbol the exporter reaches goes through the module object, bound to ``nv`` (the backend's
 # DeviceContext.nv and its helpers' parameter): ``nv.nvmlDeviceGetX``, ``nv.NVML_FI_Y``.

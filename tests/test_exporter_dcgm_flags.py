@@ -24,6 +24,8 @@ from tests.support.waiting import wait_until
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
 
+pytestmark = pytest.mark.e2e
+
 fake_nvml = fakenvml.fake_nvml
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference" / "dcgm-exporter"

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
     from tests.support.prometheus import PrometheusServer
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 
 def test_http_contract(tmp_path: Path) -> None:
     state = tmp_path / "state.json"

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from exporter.backends.fake import fake_gpu_uuid
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.support.exporter_process import ExporterProcess
@@ -18,6 +20,8 @@ from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
+
+pytestmark = pytest.mark.e2e
 
 UID = "5b7e4c1d-2a3f-4e6b-9c8d-0f1e2d3c4b5a"
 

@@ -26,6 +26,8 @@ from tests.test_exporter_e2e import run_cli
 if TYPE_CHECKING:
     from tests.support.prometheus import PrometheusServer
 
+pytestmark = pytest.mark.e2e
+
 PASSWORD = "s3cret-scrape"
 
 

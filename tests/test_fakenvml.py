@@ -23,6 +23,8 @@ from tests.fakenvml import (
 )
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.unit
+
 fake_nvml = fakenvml.fake_nvml  # re-exported fixture (an import would trip ruff's F811)
 
 

@@ -31,6 +31,8 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 from tests.test_rules_presets import matching
 
+pytestmark = pytest.mark.e2e
+
 DATA = Path(__file__).parent / "data" / "inference"
 NAMESPACE = "llm"
 PODS = GroupResource("", "pods")
@@ -136,6 +138,7 @@ def test_every_metric_is_served_per_pod_and_per_deployment() -> None:
         assert [b.series for b in catalogue.lookup(api, "pods")] == series_names
 
 
+@pytest.mark.tools
 def test_recording_rules_are_valid_for_promtool(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     rules = recording_rules(list(INFERENCE_PRESETS))
@@ -184,6 +187,7 @@ def pod_query(metric: str, pods: list[str]) -> str:
     return render_custom(catalogue.lookup(metric, "pods")[0], namespace=NAMESPACE, names=pods, metric_matchers=[])
 
 
+@pytest.mark.tools
 def test_quantile_and_rate_per_pod_in_promtool(tmp_path: Path) -> None:
     series = {**ttft_series("busy", busy=True), **ttft_series("idle", busy=False),
               # Triton: two models queue 0.5 s and 1.5 s per second: 2,000,000 µs of queueing per second
@@ -199,6 +203,7 @@ def test_quantile_and_rate_per_pod_in_promtool(tmp_path: Path) -> None:
     ])
 
 
+@pytest.mark.tools
 def test_recording_rules_give_each_deployment_its_value_in_promtool(tmp_path: Path) -> None:
     def owner(pod: str, replicaset: str) -> str:
         return (f'kube_pod_owner{{job="kube-state-metrics",namespace="llm",pod="{pod}",uid="u-{pod}",'

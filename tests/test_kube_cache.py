@@ -24,6 +24,8 @@ from adapter.rules.selectors import parse_selector
 from tests.support.fake_kube import FakeKube, configmap, deployment, namespace_object, node, pod
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 PODS = GroupResource("", "pods")
 NODES = GroupResource("", "nodes")
 NAMESPACES = GroupResource("", "namespaces")

@@ -7,9 +7,13 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any
 
+import pytest
+
 from loadtest.loadgen import Arrivals, LoadGenerator, percentile
 from loadtest.profile import parse_profile
 from tests.support.waiting import wait_until_async
+
+pytestmark = pytest.mark.unit
 
 
 class HeldServer:

@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from loadtest.processes import MARKER_ENV, ChildProcesses
 from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 STUBBORN = """
 import os, signal, subprocess, sys, time

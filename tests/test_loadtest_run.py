@@ -33,6 +33,8 @@ from tests.support.waiting import wait_until
 if TYPE_CHECKING:
     from tests.support.fake_kube import FakeKube
 
+pytestmark = pytest.mark.e2e
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

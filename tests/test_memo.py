@@ -6,6 +6,8 @@ import pytest
 
 from adapter.memo import SHORT, remember_short
 
+pytestmark = pytest.mark.unit
+
 
 def test_short_texts_are_remembered_long_ones_and_errors_are_not() -> None:
     calls: list[str] = []

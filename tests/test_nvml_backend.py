@@ -16,6 +16,8 @@ from tests.exporter_helpers import parse_metrics, series, value
 from tests.fakenvml import MIB, FakeNvml
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.unit
+
 fake_nvml = fakenvml.fake_nvml
 
 

@@ -17,6 +17,8 @@ from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube import pod as fake_pod
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.unit, pytest.mark.lowest]
+
 UID = "3f1c2b7a-9d4e-4c1b-8a2f-0e6d5c4b3a21"
 CID = "4b5c8f0e9a1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e5d6c7b"
 
@@ -137,6 +139,7 @@ def _on_node(node_name: str, name: str, uid: str, container_id: str, labels: dic
     return obj
 
 
+@pytest.mark.e2e
 def test_kubernetes_api_directory_lists_then_watches_this_nodes_pods(fake_kube: FakeKube, tmp_path: Path) -> None:
     fake_kube.put("", "v1", "pods", _on_node("node-a", "infer-0", UID, CID, {"app": "llm"}))
     fake_kube.put("", "v1", "pods", _on_node("node-b", "elsewhere", "1" * 32, "b" * 64))

@@ -25,6 +25,8 @@ from tests.support.waiting import wait_until
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 # Registers the ``podresources_server`` fixture (importing it directly would trip F811 on every use).
 
 GPU_A = "GPU-8f2c0a1e-1111-2222-3333-444455556666"

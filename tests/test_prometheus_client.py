@@ -53,6 +53,8 @@ from tests.support.prometheus import PrometheusServer, free_port
 from tests.support.scripted_http import Script, Server
 from tests.support.waiting import wait_until_async
 
+pytestmark = pytest.mark.unit
+
 Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
 
 VECTOR_OK: dict[str, Any] = {
@@ -715,10 +717,14 @@ def _query_all_pods(url: str) -> list[Sample]:
     return asyncio.run(main())
 
 
+@pytest.mark.e2e
+@pytest.mark.lowest
 def test_real_prometheus_post_query_for_1500_pods(real_prometheus: PrometheusServer) -> None:
     _check_all_pods(_query_all_pods(real_prometheus.url))
 
 
+@pytest.mark.e2e
+@pytest.mark.lowest
 def test_real_prometheus_series_with_a_time_window(real_prometheus: PrometheusServer) -> None:
     async def main() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         client = PrometheusClient(PrometheusConfig(url=real_prometheus.url))
@@ -737,6 +743,8 @@ def test_real_prometheus_series_with_a_time_window(real_prometheus: PrometheusSe
     assert before == []
 
 
+@pytest.mark.e2e
+@pytest.mark.lowest
 def test_real_prometheus_series_shapes_match_the_label_sets(real_prometheus: PrometheusServer) -> None:
     """Discovery's reduced-while-decoding answer equals reducing the full label sets."""
     async def main() -> tuple[frozenset, list[dict[str, str]]]:
@@ -767,6 +775,8 @@ def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     return monkeypatch
 
 
+@pytest.mark.e2e
+@pytest.mark.lowest
 @pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
 def test_proxy_from_the_environment_is_used(real_prometheus: PrometheusServer, variable: str,
                                             no_proxy_env: pytest.MonkeyPatch) -> None:
@@ -792,6 +802,8 @@ def test_proxy_from_the_environment_is_used(real_prometheus: PrometheusServer, v
     assert proxy.paths == {"/api/v1/query": 1, "/api/v1/series": 1}
 
 
+@pytest.mark.e2e
+@pytest.mark.lowest
 def test_no_proxy_exempts_the_prometheus_host(real_prometheus: PrometheusServer,
                                               no_proxy_env: pytest.MonkeyPatch) -> None:
     proxy = CountingProxy(real_prometheus.url)

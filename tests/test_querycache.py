@@ -29,6 +29,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.unit
+
 
 class ScriptedClient:
     """Stands in for PrometheusClient: every query waits for ``gate``, then answers ``answer`` or raises it."""
@@ -245,6 +247,7 @@ def test_the_observer_sees_each_prometheus_call_with_its_rule_label() -> None:
     assert seen == [("rules[0]", None), ("rules[1]", QueryFailed)]
 
 
+@pytest.mark.e2e
 def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(
         prometheus_factory: Any) -> None:
     endpoint = MetricsEndpoint("up_test 1\n")
@@ -304,6 +307,7 @@ def start_adapter(prom_url: str, tmp: Path, *args: str) -> AdapterProcess:
     return AdapterProcess(prom_url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"), *args])
 
 
+@pytest.mark.e2e
 def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, hold_queries=True)
@@ -328,6 +332,7 @@ def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus:
         proxy.stop()
 
 
+@pytest.mark.e2e
 def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url)
@@ -349,6 +354,7 @@ def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheu
         proxy.stop()
 
 
+@pytest.mark.e2e
 def test_without_a_targets_api_nothing_is_reused_and_that_is_logged_once(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, targets_status=404)

@@ -16,6 +16,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.e2e
+
 
 def exposition(step: int, at_ms: int) -> str:
     cpu = {"main": 100 + step * 25.0, "sidecar": 10 + step * 0.5}  # 2.5 and 0.05 cores

@@ -26,6 +26,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def discovered(fake_kube: FakeKube, tmp_path: Path) -> Iterator[FakeKube]:

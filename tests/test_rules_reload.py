@@ -22,6 +22,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.unit
+
 RULE_UTIL = """\
 - seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}'
   resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
@@ -159,6 +161,7 @@ def groups(adapter: AdapterProcess) -> set[str]:
     return {g["name"] for g in adapter.get("/apis").json()["groups"]}
 
 
+@pytest.mark.e2e
 def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) -> None:
     mount = ConfigMapMount(tmp_path)
     mount.write(V1)
@@ -198,6 +201,7 @@ def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) ->
     assert "ERROR" in refused[0]
 
 
+@pytest.mark.e2e
 def test_reloading_can_be_turned_off(prom: PrometheusServer, tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(V1)

@@ -23,6 +23,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.unit
+
 C = "/apis/custom.metrics.k8s.io"
 E = "/apis/external.metrics.k8s.io"
 
@@ -170,6 +172,7 @@ def count(samples: Samples, route: str, code: str) -> float:
     return value(samples, "gpu_adapter_request_duration_seconds_count", route=route, code=code) or 0
 
 
+@pytest.mark.e2e
 def test_self_metrics_after_real_requests(adapter: tuple[AdapterProcess, float]) -> None:
     process, started = adapter
     before = scrape(process)
@@ -225,6 +228,7 @@ def test_self_metrics_after_real_requests(adapter: tuple[AdapterProcess, float])
     assert (value(after, "process_resident_memory_bytes") or 0) > 0
 
 
+@pytest.mark.e2e
 def test_discovery_failures_are_counted_and_the_last_success_is_absent_until_one(tmp_path: Path) -> None:
     process = AdapterProcess(f"http://127.0.0.1:{free_port()}", str(tmp_path / "certs"),
                              ["--prometheus-timeout", "1s"], wait_ready=False)

@@ -18,6 +18,8 @@ from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
 from tests.support.waiting import wait_until
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 SERVER_CA = make_ca("serving-ca")
 PROXY_CA = make_ca("front-proxy-ca")
 LATER_CA = make_ca("rotated-in-ca")

@@ -14,6 +14,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.e2e
+
 RULES = """\
 rules:
 - seriesQuery: 'gpu_queue_depth{namespace!="",pod!=""}'

@@ -21,6 +21,8 @@ from tests.support.waiting import wait_until
 if TYPE_CHECKING:
     from tests.support.prometheus import PrometheusServer
 
+pytestmark = pytest.mark.e2e
+
 pytest_plugins = ["tests.support.prometheus"]
 
 INTERVAL_MS = 200
