@@ -118,18 +118,22 @@ def test_run_posts_a_json_completion_with_headers_and_the_stand_in_checks_them(t
     with stand_in(*required) as base:
         run = ["run", "--url", f"{base}/v1/completions", "--arrivals", "uniform", "--profile"]
         auth = ["-H", "Authorization: Bearer sk-test", "--header", "X-Tenant: team-a"]
-        finish(gpu_loadtest(*run, "2s:10", *auth, "--body", json.dumps(COMPLETION),
-                            "--summary", str(tmp_path / "inline.json"), "--csv", str(tmp_path / "t.csv")))
-        finish(gpu_loadtest(*run, "2s:10", *auth, "--body-file", str(tmp_path / "body.json"), "--method", "post",
-                            "--summary", str(tmp_path / "file.json")))
-        # What the stand-in refuses: no API key; a body for another model; a body that is not JSON.
-        finish(gpu_loadtest(*run, "1s:5", *auth[2:], "--body", json.dumps(COMPLETION),
-                            "--summary", str(tmp_path / "nokey.json")))
-        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", json.dumps({**COMPLETION, "model": "llama"}),
-                            "--summary", str(tmp_path / "model.json")))
-        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", "prompt=hi",
-                            "-H", "Content-Type: application/x-www-form-urlencoded",
-                            "--summary", str(tmp_path / "form.json")))
+        runs = [  # independent runs, side by side (each has its own summary; the stand-in counts them all)
+            gpu_loadtest(*run, "2s:10", *auth, "--body", json.dumps(COMPLETION),
+                         "--summary", str(tmp_path / "inline.json"), "--csv", str(tmp_path / "t.csv")),
+            gpu_loadtest(*run, "2s:10", *auth, "--body-file", str(tmp_path / "body.json"), "--method", "post",
+                         "--summary", str(tmp_path / "file.json")),
+            # What the stand-in refuses: no API key; a body for another model; a body that is not JSON.
+            gpu_loadtest(*run, "1s:5", *auth[2:], "--body", json.dumps(COMPLETION),
+                         "--summary", str(tmp_path / "nokey.json")),
+            gpu_loadtest(*run, "1s:5", *auth, "--body", json.dumps({**COMPLETION, "model": "llama"}),
+                         "--summary", str(tmp_path / "model.json")),
+            gpu_loadtest(*run, "1s:5", *auth, "--body", "prompt=hi",
+                         "-H", "Content-Type: application/x-www-form-urlencoded",
+                         "--summary", str(tmp_path / "form.json")),
+        ]
+        for process in runs:
+            finish(process)
         stats = httpx.get(f"{base}/stats", timeout=5).json()
     for name in ("inline.json", "file.json"):
         summary = json.loads((tmp_path / name).read_text())
