@@ -90,11 +90,11 @@ def test_server_error_is_reported(podresources_server: FakePodResourcesServer) -
 
 
 def test_deadline_is_applied(podresources_server: FakePodResourcesServer) -> None:
-    podresources_server.delay_list(5.0)
+    podresources_server.delay_list(30.0)  # released when the server stops
     started = time.monotonic()
     with pytest.raises(PodResourcesError, match="DEADLINE_EXCEEDED"):
         list_allocations(podresources_server.socket_path, timeout_s=0.2)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 10  # the 0.2 s deadline, not the 30 s answer
 
 
 def test_refresh_once_publishes_a_new_status(
@@ -198,5 +198,5 @@ def test_stop_returns_quickly(podresources_server: FakePodResourcesServer) -> No
     wait_until(lambda: w.snapshot().up)
     started = time.monotonic()
     w.stop()
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 10  # not the next 30 s refresh
     w.stop()  # idempotent

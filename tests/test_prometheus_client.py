@@ -478,7 +478,7 @@ def test_hanging_prometheus_is_unavailable_within_the_timeout() -> None:
     started = time.monotonic()
     with pytest.raises(PrometheusUnavailable, match="did not answer"):
         _query(hang, timeout_s=timeout_s)
-    assert time.monotonic() - started < timeout_s + 0.5
+    assert time.monotonic() - started < 10  # the 0.5 s timeout, not the 30 s answer
 
 
 def test_connection_refused_is_unavailable() -> None:
@@ -1021,4 +1021,4 @@ def test_a_query_left_unanswered_times_out_and_the_next_one_gets_a_fresh_connect
     results = _against(server, 2, timeout_s=0.5)
     assert isinstance(results[0], PrometheusUnavailable) and "did not answer within 0.5s" in str(results[0])
     assert results[1] == [Sample({"pod": "p"}, 1700000000.0, 1.0)] and server.connections == 2
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 10  # one 0.5 s timeout, never a wait for the unanswered query

@@ -151,10 +151,8 @@ def test_sigterm_while_nvml_hangs_still_stops_the_exporter_promptly(tmp_path: Pa
     health = exporter.client.get("/health")
     assert health.status_code == 503
     assert health.text.startswith("no collection yet: backend call begin_collection has not returned for ")
-    asked = time.monotonic()
     log = exporter.stop()
-    assert exporter.proc.returncode == 0, log
-    assert time.monotonic() - asked < 5  # not the 10 s SIGKILL fallback
+    assert exporter.proc.returncode == 0, log  # it stopped by itself, before stop()'s SIGKILL after 10 s
     assert "shutting down" in log
 
 
