@@ -20,10 +20,12 @@ LOWEST := $(CURDIR)/.venv-lowest
 # make test: ruff and everything; make test-quick: the unit tests; make test-lowest: the unit tests and those
 # marked lowest, at every direct dependency's floor (tests of files and tools, the demo and the other end-to-end
 # tests are not about dependency versions, and CI's 25 minutes on 2 cores do not hold two whole suites).
-# Tests run in parallel workers, a file per worker at a time (module-scoped servers are started once); most of a
-# test's time is spent waiting for servers, so more workers than the 2 CI cores pay. PYTEST_WORKERS=0: serial.
+# Tests run in parallel workers, a file per worker at a time (module-scoped servers are started once), in the order
+# tests/conftest.py gives them (the image build and the demo first; xdist would otherwise start the files with the
+# most tests first and leave those two minutes-long files to the end). Most of a test's time is spent waiting for
+# servers, so more workers than the 2 CI cores pay. PYTEST_WORKERS=0: serial.
 PYTEST_WORKERS ?= 4
-PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 QUICK_TESTS := not (e2e or tools or demo or image)
 LOWEST_TESTS := lowest or not (e2e or tools or demo or image)
 IMAGE ?= ghcr.io/gpu-autoscaler/gpu-autoscaler:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)

@@ -1,8 +1,9 @@
 """Shared fixtures: a real Prometheus, a real PodResources gRPC server, a binding-level fake NVML.
 
 Also the order tests run in: the longest first (the image build, the demo, then end-to-end and tool tests, then
-unit tests), so that parallel workers (``pytest -n``, ``--dist loadfile`` in the Makefile) start the long files at
-once and fill the end with short ones, instead of one worker running the demo alone at the end.
+unit tests), so that parallel workers start the long files at once and fill the end with short ones, instead of
+one worker running the demo alone at the end. The Makefile's ``--dist loadfile --no-loadscope-reorder`` hands files
+to workers in this order (xdist's default reorders them by their number of tests).
 """
 
 from __future__ import annotations
