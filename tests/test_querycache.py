@@ -247,26 +247,6 @@ def test_the_observer_sees_each_prometheus_call_with_its_rule_label() -> None:
     assert seen == [("rules[0]", None), ("rules[1]", QueryFailed)]
 
 
-@pytest.mark.e2e
-def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(
-        prometheus_factory: Any) -> None:
-    endpoint = MetricsEndpoint("up_test 1\n")
-    try:
-        prom = prometheus_factory([endpoint.address], scrape_interval="2s")
-        prom.wait_targets_up()
-
-        async def read() -> list[float]:
-            client = PrometheusClient(PrometheusConfig(url=prom.url, method="POST"))
-            try:
-                return await client.scrape_intervals()
-            finally:
-                await client.aclose()
-
-        assert asyncio.run(read()) == [2.0]
-    finally:
-        endpoint.stop()
-
-
 # -- the real adapter process ---------------------------------------------------------------------------------
 
 RULES = """\
@@ -301,6 +281,20 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prome
     finally:
         prom.stop()
         endpoint.stop()
+
+
+@pytest.mark.e2e
+def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(prometheus: tuple) -> None:
+    prom, _ = prometheus  # the module's Prometheus, scraping every 2 s; only read here
+
+    async def read() -> list[float]:
+        client = PrometheusClient(PrometheusConfig(url=prom.url, method="POST"))
+        try:
+            return await client.scrape_intervals()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read()) == [2.0]
 
 
 def start_adapter(prom_url: str, tmp: Path, *args: str) -> AdapterProcess:
