@@ -27,7 +27,7 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.unit
 
@@ -68,21 +68,12 @@ def make(ttl_s: float = 5.0, **kw: Any) -> tuple[QueryCache, ScriptedClient, Clo
     return QueryCache(client, ttl_s=ttl_s, clock=clock, **kw), client, clock  # type: ignore[arg-type]
 
 
-async def until(check: Any, what: str = "condition") -> None:
-    """Let other tasks run until ``check()`` holds (bounded, so a bug fails instead of hanging)."""
-    for _ in range(10_000):
-        if check():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"{what} never happened")
-
-
 def test_identical_concurrent_queries_share_one_prometheus_call() -> None:
     async def scenario() -> None:
         cache, client, _ = make(ttl_s=0)
         client.gate.clear()
         tasks = [asyncio.create_task(cache.query("up")) for _ in range(100)]
-        await until(lambda: cache.stats.coalesced == 99, "99 coalesced waiters")
+        await wait_until_async(lambda: cache.stats.coalesced == 99, what="99 coalesced waiters", interval=0)
         client.gate.set()
         results = await asyncio.gather(*tasks)
         assert client.calls == ["up"]
@@ -111,7 +102,7 @@ def test_an_error_is_shared_by_the_waiters_but_never_kept() -> None:
         client.gate.clear()
         client.answer = PrometheusUnavailable("down")
         tasks = [asyncio.create_task(cache.query("up")) for _ in range(10)]
-        await until(lambda: cache.stats.coalesced == 9)
+        await wait_until_async(lambda: cache.stats.coalesced == 9, what="9 coalesced waiters", interval=0)
         client.gate.set()
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(o, PrometheusUnavailable) for o in outcomes)
@@ -224,7 +215,7 @@ def test_a_caller_that_goes_away_does_not_cancel_the_query_for_the_others() -> N
         client.gate.clear()
         first = asyncio.create_task(cache.query("up"))
         second = asyncio.create_task(cache.query("up"))
-        await until(lambda: cache.stats.coalesced == 1)
+        await wait_until_async(lambda: cache.stats.coalesced == 1, what="1 coalesced waiter", interval=0)
         first.cancel()
         client.gate.set()
         assert await second == client.answer
