@@ -1,4 +1,5 @@
-# make demo: the closed-loop GPU autoscaling demo on this machine. make test: the whole test suite.
+# make demo: the closed-loop GPU autoscaling demo on this machine. make test: the whole test suite (make
+# test-quick: its unit tests; make test-lowest: at the dependencies' floors).
 # Both set up what they need on a fresh Debian machine, inside this checkout: a virtual environment in .venv
 # (the Python that runs make is only used to create it, never installed into) and helm/kubectl in .tools/bin;
 # Debian's prometheus package is installed system-wide when missing (root only).
@@ -10,19 +11,26 @@ export PATH := $(VENV)/bin:$(TOOLS_BIN):$(PATH)
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # The lowest allowed version of every direct dependency (uv's lowest-direct resolution), for `make test-lowest`.
 LOWEST := $(CURDIR)/.venv-lowest
-# Left out of that run: tests of files and tools (chart, manifests, recording rules, image), not of dependencies,
-# the minute-long demo, and the other end-to-end files (CI's 25 minutes on 2 cores no longer hold two whole
-# suites). In: every unit test, one adapter and one exporter end-to-end file (test_adapter_e2e, test_exporter_e2e),
-# and the Kubernetes client's (test_kube_cache, test_adapter_auth_e2e).
-LOWEST_SKIPS := $(addprefix --ignore=tests/,test_demo.py test_image.py test_chart.py test_deploy_manifests.py \
-	test_prometheus_rules.py test_loadtest_run.py test_exporter_web_config.py test_exporter_kube_e2e.py \
-	test_value_age_e2e.py test_doctor.py test_adapter_discovery.py test_victoriametrics.py test_rules_reload.py \
-	test_inference_presets.py test_resource_metrics_e2e.py test_stale_values_e2e.py test_resource_metrics_kubectl.py \
-	test_shared_gpu_e2e.py test_adapter_external_e2e.py test_resource_metrics_chart_rules.py \
-	test_eks_guide_rules_e2e.py test_resource_provider_upstream.py test_support_prometheus.py)
+
+# Test lanes. Every test module declares what it needs with pytest markers (pyproject.toml lists them;
+# tests/test_markers.py checks that each module has one):
+#   unit    no servers, processes or tools          e2e    starts Prometheus, the exporter, the adapter, ...
+#   tools   helm, kubectl, promtool, buildah, ...   demo   the minute-long demo     image   builds the image
+#   lowest  end-to-end tests that exercise a dependency (kubernetes client, httpx, uvicorn, grpcio)
+# make test: ruff and everything; make test-quick: the unit tests; make test-lowest: the unit tests and those
+# marked lowest, at every direct dependency's floor (tests of files and tools, the demo and the other end-to-end
+# tests are not about dependency versions, and CI's 25 minutes on 2 cores do not hold two whole suites).
+# Tests run in parallel workers, a file per worker at a time (module-scoped servers are started once), in the order
+# tests/conftest.py gives them (the image build and the demo first; xdist would otherwise start the files with the
+# most tests first and leave those two minutes-long files to the end). Most of a test's time is spent waiting for
+# servers, so more workers than the 2 CI cores pay. PYTEST_WORKERS=0: serial.
+PYTEST_WORKERS ?= 4
+PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+QUICK_TESTS := not (e2e or tools or demo or image)
+LOWEST_TESTS := lowest or not (e2e or tools or demo or image)
 IMAGE ?= ghcr.io/gpu-autoscaler/gpu-autoscaler:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: install tools test test-lowest demo lint bench image clean
+.PHONY: install tools test test-quick test-lowest demo lint bench image clean
 
 $(PY):
 	PYTHON=$(PYTHON) bash scripts/make-venv.sh $(VENV)
@@ -38,13 +46,18 @@ tools: install
 
 test: install tools
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PARALLEL) --durations=30 $(PYTEST_ARGS)
 
-# The suite's unit tests and one adapter and one exporter end-to-end test, with every direct dependency at the
-# lowest version pyproject.toml allows: the floors are versions the code works with.
+# The unit tests alone: no servers, processes or tools (well under a minute on 2 cores; no tools needed).
+test-quick: install
+	$(PY) -m pytest -q $(PARALLEL) -m "$(QUICK_TESTS)" --durations=10 $(PYTEST_ARGS)
+
+# The unit tests and the end-to-end tests marked lowest, with every direct dependency at the lowest version
+# pyproject.toml allows: the floors are versions the code works with.
 test-lowest: install tools
 	PYTHON=$(PY) bash scripts/lowest-venv.sh $(LOWEST)
-	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider $(LOWEST_SKIPS) $(PYTEST_ARGS)
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider $(PARALLEL) -m "$(LOWEST_TESTS)" --durations=10 \
+		$(PYTEST_ARGS)
 
 # The closed loop on this machine: Prometheus, exporter, adapter, inference replicas and an HPA loop.
 demo: install tools

@@ -120,11 +120,13 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     except OSError as exc:
         raise StartupError(f"cannot listen on {s.address}: {exc.strerror or exc}") from None
     collector = Collector(gpu_backend, counters, options)
-    collector.start()
-    server.start()
     reloader = None
     if source is not None and source.path is not None:
         reloader = CountersReloader(source, collector.replace_counters, counters)
+        collector.more_self_metrics.append(reloader.self_metrics)  # in every snapshot, the first included
+    collector.start()
+    server.start()
+    if reloader is not None:
         reloader.start()
         signal.signal(signal.SIGHUP, lambda *_: reloader.request())
     log.info("serving %d fields from the %s backend on %s%s every %d ms%s", len(counters), gpu_backend.name,

@@ -134,6 +134,7 @@ class Collector:
         self._snapshot = Snapshot(b"", 0.0)
         self._published = threading.Event()
         self.gzip_wanted = False  # set once a client asks for gzip; then each snapshot is compressed here
+        self.more_self_metrics: list[Callable[[], list[Family]]] = []  # other parts' own series (counters reload)
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
@@ -508,6 +509,8 @@ class Collector:
         if self._shared is not None:
             fams.extend(self_metric_families(self._shared))
         fams.extend(self._backend_self_metrics())
+        for more in self.more_self_metrics:
+            fams.extend(more())
         return fams
 
     def _pod_self_metrics(self) -> list[Family]:

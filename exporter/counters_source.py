@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.counters import Counter, CountersError, load_counters, parse_counters
+from exporter.exposition import Family
 
 log = logging.getLogger("exporter.counters")
 
@@ -114,6 +115,7 @@ class CountersReloader:
         self.source = source
         self.path = source.path
         self.interval_s = interval_s
+        self.checks_total = 0
         self.reloads_total = 0
         self.rejected_total = 0
         self._apply = apply
@@ -141,6 +143,12 @@ class CountersReloader:
 
     def check(self) -> bool:
         """Reload if the file changed (or a reload was requested); True when new counters were applied."""
+        try:
+            return self._check()
+        finally:
+            self.checks_total += 1  # counted once the check is over: a test waits on it to know one ran
+
+    def _check(self) -> bool:
         digest, forced = _digest(self.path), self._forced
         self._forced = False
         if digest is None:  # gone or unreadable, e.g. mid-replacement: keep serving, reload when it is back
@@ -168,6 +176,17 @@ class CountersReloader:
         log.info("counters reloaded from %s: %d fields (added: %s; removed: %s)", self.path, len(counters),
                  ", ".join(added) or "none", ", ".join(removed) or "none")
         return True
+
+    def self_metrics(self) -> list[Family]:
+        """The exporter's own series about reloading: a refused edit keeps the old fields, so alert on it."""
+        p = "gpu_exporter_counters_"
+        checks = Family(p + "checks_total", "counter", "Checks of the counters file for a change.")
+        checks.add((), self.checks_total)
+        reloads = Family(p + "reloads_total", "counter",
+                         "Changed counters files: applied, or rejected (the fields in use stay).")
+        reloads.add((("result", "applied"),), self.reloads_total)
+        reloads.add((("result", "rejected"),), self.rejected_total)
+        return [checks, reloads]
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -9,8 +9,7 @@ from __future__ import annotations
 import ssl
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,9 @@ from tests.support.certs import Issued, issue, make_ca
 from tests.support.fake_kube import FakeKube, configmap, pod
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
 FRONT_PROXY_CA = make_ca("front-proxy-ca")
 OTHER_CA = make_ca("not-the-front-proxy-ca")
@@ -98,13 +100,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         prom.stop()
         endpoint.stop()
         kube.stop()
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def _pods(response: httpx.Response) -> dict[str, str]:
@@ -197,18 +192,18 @@ def test_selectors_follow_pod_changes_without_listing_per_request(cluster: Clust
     for _ in range(20):
         selected()
     kube.put("", "v1", "pods", pod("ml", "batch-0", {"app": "infer"}))
-    _eventually(lambda: "batch-0" in selected())
+    wait_until(lambda: "batch-0" in selected())
     assert kube.count("GET", "/api/v1/pods", watch=False) == lists_before, "no LIST per request"
 
     kube.compact()
     kube.expire_watches()  # the watch expires (410): the cache relists and carries on
     kube.put("", "v1", "pods", pod("ml", "batch-0", {"app": "batch"}))
-    _eventually(lambda: selected() == {"infer-0": "40", "infer-1": "80"})
+    wait_until(lambda: selected() == {"infer-0": "40", "infer-1": "80"})
 
     kube.stop()  # the API server restarts; a pod is deleted while it is down
     kube.delete("", "v1", "pods", "ml", "infer-1")
     kube.start()
-    _eventually(lambda: selected() == {"infer-0": "40"})
+    wait_until(lambda: selected() == {"infer-0": "40"})
 
 
 def test_startup_fails_clearly_without_the_front_proxy_configmap(tmp_path: Path) -> None:

@@ -4,14 +4,18 @@ far enough that a series never drops out between two scrapes."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
+
+import pytest
 
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
 from adapter.prometheus.discovery import Discovery
 from adapter.rules import gpu_presets
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.metrics_endpoint import MetricsEndpoint
+from tests.support.waiting import wait_until_async
+
+pytestmark = pytest.mark.unit
 
 
 class ScriptedPrometheus:
@@ -95,32 +99,41 @@ def test_default_look_back_is_the_relist_interval_plus_the_longest_scrape_interv
     assert round(end - start, 6) == 12  # --metrics-max-age is taken as given
 
 
+@pytest.mark.e2e
 def test_a_series_scraped_less_often_than_the_relist_never_drops_out(prometheus_factory: Any) -> None:
-    """Real Prometheus scraping every 3 s, relists every 0.5 s for longer than a scrape interval: with the window
-    prometheus-adapter uses by default (the relist interval, here 1 s) the metric comes and goes; with ours it
-    stays."""
+    """Real Prometheus scraping every 3 s, relisting every 1 s: in the gap between two scrapes, once the last sample
+    is older than the relist interval, the window prometheus-adapter uses by default (the relist interval) finds
+    nothing, so the metric comes and goes; ours (relist interval + scrape interval) still finds it."""
     endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50\n')
     try:
         prom = prometheus_factory([endpoint.address], scrape_interval="3s", honor_labels=True)
         prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 1)
 
-        async def found_per_relist(max_age_s: float | None) -> list[bool]:
+        def sample_age() -> float:
+            [sample] = prom.query("time() - timestamp(DCGM_FI_DEV_GPU_UTIL)")
+            return float(sample["value"][1])
+
+        async def found_in_a_gap_between_scrapes() -> tuple[bool, bool]:
             client = PrometheusClient(PrometheusConfig(url=prom.url))
-            discovery = Discovery(client, gpu_presets, interval_s=1, max_age_s=max_age_s)
-            found = []
+            ours = Discovery(client, gpu_presets, interval_s=1)
+            upstream_default = Discovery(client, gpu_presets, interval_s=1, max_age_s=1.0)
+
+            async def relisted_in_the_gap() -> tuple[bool, bool] | None:
+                age = sample_age()
+                if age < 1.5:  # the last scrape is not yet out of the relist interval's window
+                    return None
+                assert await ours.relist() and await upstream_default.relist()
+                if sample_age() < age:  # a scrape landed meanwhile: try the next gap
+                    return None
+                return tuple(bool(d.catalogue and d.catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods"))
+                             for d in (ours, upstream_default))  # type: ignore[return-value]
+
             try:
-                for _ in range(8):
-                    assert await discovery.relist()
-                    assert discovery.catalogue is not None
-                    found.append(bool(discovery.catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods")))
-                    await asyncio.sleep(0.5)
+                return await wait_until_async(relisted_in_the_gap, 30, "both relists in a gap between scrapes",
+                                              interval=0.05)
             finally:
                 await client.aclose()
-            return found
 
-        began = time.monotonic()
-        assert all(asyncio.run(found_per_relist(None)))
-        assert time.monotonic() - began > 3.5  # the relists spanned more than a scrape interval
-        assert not all(asyncio.run(found_per_relist(1.0)))
+        assert asyncio.run(found_in_a_gap_between_scrapes()) == (True, False)
     finally:
         endpoint.stop()

@@ -10,6 +10,8 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
+pytestmark = pytest.mark.e2e
+
 SERIES = """\
 inference_queue_depth{namespace="shop",queue="orders"} 42
 inference_queue_depth{namespace="shop",queue="refunds"} 8

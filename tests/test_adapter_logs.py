@@ -22,6 +22,8 @@ from tests.support.handler_server import HandlerServer
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
+pytestmark = pytest.mark.unit
+
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
@@ -94,6 +96,7 @@ def prom() -> Iterator[PrometheusServer]:
 POD = "/apis/custom.metrics.k8s.io/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL"
 
 
+@pytest.mark.e2e
 def test_json_logs_of_the_real_adapter_with_access_lines(prom: PrometheusServer, tmp_path: Path) -> None:
     adapter = AdapterProcess(prom.url, str(tmp_path / "certs"), ["--logging-format", "json", "--v", "2"])
     try:
@@ -113,6 +116,7 @@ def test_json_logs_of_the_real_adapter_with_access_lines(prom: PrometheusServer,
     assert any(r["logger"] == "adapter.discovery" and r["msg"].startswith("discovered") for r in records)
 
 
+@pytest.mark.e2e
 def test_no_access_lines_below_v2(prom: PrometheusServer, tmp_path: Path) -> None:
     adapter = AdapterProcess(prom.url, str(tmp_path / "certs"), ["--logging-format", "json"])
     try:
@@ -124,6 +128,7 @@ def test_no_access_lines_below_v2(prom: PrometheusServer, tmp_path: Path) -> Non
     assert any(r["logger"] == "adapter.discovery" for r in records)  # but info lines are there
 
 
+@pytest.mark.e2e
 def test_a_bad_logging_format_is_a_one_line_usage_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "adapter", "serve", "--prometheus-url", "http://127.0.0.1:1",
                           "--cert-dir", str(tmp_path), "--logging-format", "yaml"],

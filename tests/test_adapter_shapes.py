@@ -6,6 +6,8 @@ from __future__ import annotations
 import calendar
 import time
 
+import pytest
+
 from adapter.api.paths import MetricPath, parse_custom_path, parse_external_path
 from adapter.api.serialise import (
     ExternalValue,
@@ -15,6 +17,8 @@ from adapter.api.serialise import (
     metric_value_list,
 )
 from adapter.api.status import metric_not_found
+
+pytestmark = pytest.mark.unit
 
 T = calendar.timegm(time.strptime("2025-05-04T12:00:05Z", "%Y-%m-%dT%H:%M:%SZ")) + 0.731
 

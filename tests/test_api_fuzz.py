@@ -28,6 +28,8 @@ from adapter.rules import build_catalogue, gpu_presets
 from adapter.server.app import AdapterState, create_app
 from tests.support.promql_checks import hostile_text
 
+pytestmark = pytest.mark.unit
+
 PRESETS = gpu_presets()
 METRIC = "DCGM_FI_DEV_GPU_UTIL"
 SERIES = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-0", "service": "dcgm-exporter"},

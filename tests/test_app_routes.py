@@ -16,6 +16,8 @@ from adapter.provider.engine import Engine
 from adapter.rules import build_catalogue, gpu_presets
 from adapter.server.app import AdapterState, create_app
 
+pytestmark = pytest.mark.unit
+
 PRESETS = gpu_presets()
 SERIES = [{"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-0", "service": "dcgm-exporter"},
           {"__name__": "DCGM_FI_DEV_GPU_UTIL", "namespace": "ml", "pod": "infer-1", "service": "dcgm-exporter"}]

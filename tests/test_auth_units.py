@@ -30,6 +30,8 @@ from adapter.auth.requestheader import (
 )
 from tests.support.certs import issue, make_ca
 
+pytestmark = pytest.mark.unit
+
 FRONT_PROXY_CA = make_ca("front-proxy-ca")
 OTHER_CA = make_ca("some-other-ca")
 CLIENT_CA = make_ca("kubernetes-client-ca")

@@ -28,6 +28,8 @@ from tests.support.k8s_validation import KUBE_VERSIONS, REPO, find, load_documen
 from tests.support.processes import terminate
 from tests.support.prometheus import free_port
 
+pytestmark = pytest.mark.tools
+
 CHART = REPO / "charts" / "gpu-autoscaler"
 CI = CHART / "ci"
 NAMESPACE = "gpu-system"

@@ -17,6 +17,8 @@ from exporter.pod_mapping import DeviceAllocation, PodRef
 from exporter.podresources.client import PodResourcesStatus
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 
+pytestmark = pytest.mark.unit
+
 
 def make(tmp_path: Path, state: dict[str, Any] | None = None, gpus: int = 2, **opts: Any) -> tuple[Collector, Path]:
     path = tmp_path / "state.json"

@@ -7,6 +7,8 @@ import pytest
 from exporter.counters import CountersError, load_counters, parse_counters
 from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
+pytestmark = pytest.mark.unit
+
 
 def test_built_in_default_set_is_dcgm_exporters_plus_fb_total() -> None:
     names = [c.name for c in load_counters(None)]

@@ -10,6 +10,9 @@ import pytest
 
 from exporter.counters import Counter, CountersError
 from exporter.counters_source import CountersReloader, CountersSource, parse_configmap_ref
+from exporter.exposition import render
+
+pytestmark = pytest.mark.unit
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
 TEMP = "DCGM_FI_DEV_GPU_TEMP, gauge, GPU temperature (in C).\n"
@@ -85,3 +88,8 @@ def test_reloader_applies_changes_once_and_survives_a_missing_or_bad_file(
     assert not reloader.check() and reloader.rejected_total == 2
     path.write_text(TEMP)
     assert reloader.check() and applied.sets[-1] == ["DCGM_FI_DEV_GPU_TEMP"]
+    # the exporter's own series: every check counted, each changed file by what became of it
+    text = render(reloader.self_metrics())
+    assert "gpu_exporter_counters_checks_total 9\n" in text
+    assert 'gpu_exporter_counters_reloads_total{result="applied"} 2\n' in text
+    assert 'gpu_exporter_counters_reloads_total{result="rejected"} 2\n' in text

@@ -19,6 +19,8 @@ import pytest
 from loadtest.processes import MARKER_ENV
 from tests.support.tools import require_tool
 
+pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
+
 
 @pytest.fixture(autouse=True)
 def _prometheus_installed() -> None:

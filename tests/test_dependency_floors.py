@@ -14,6 +14,8 @@ from pathlib import Path
 import pynvml
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[1]
 # Every NVML symbol the exporter reaches goes through the module object, bound to ``nv`` (the backend's
 # DeviceContext.nv and its helpers' parameter): ``nv.nvmlDeviceGetX``, ``nv.NVML_FI_Y``.
@@ -56,6 +58,7 @@ FIRST_WORKING = {
     "typer": (0, 28),  # typer.TyperException
     "kubernetes": (37, 0),  # older clients hang the first watch-backed selector request
     "promql-parser": (0, 9),  # promql_parser.walk (tests); string escapes decoded in matcher values (0.7)
+    "pytest-xdist": (3, 8),  # --no-loadscope-reorder (the Makefile's test lanes keep the longest files first)
 }
 
 

@@ -23,6 +23,8 @@ from adapter.rules.presets import gpu_presets
 from tests.support.k8s_validation import REPO, find, kustomize, load_files, one, run, validate_all
 from tests.support.tools import require_tool
 
+pytestmark = pytest.mark.unit
+
 APISERVICE = REPO / "apiservice"
 EXAMPLES = REPO / "hpa-examples"
 OVERLAYS = ("generated-ca", "cert-manager", "insecure")
@@ -61,6 +63,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
     return out
 
 
+@pytest.mark.e2e
+@pytest.mark.tools
 @pytest.mark.parametrize("variant", [*OVERLAYS, *(o + "+external" for o in OVERLAYS)])
 def test_overlay_is_valid_for_kubernetes_1_29_to_1_33(rendered, variant):
     docs = rendered[variant]
@@ -133,6 +137,8 @@ def _private_key(pem: bytes) -> ec.EllipticCurvePrivateKey:
     return key
 
 
+@pytest.mark.e2e
+@pytest.mark.tools
 def test_gen_certs_renews_the_certificate_but_keeps_the_ca(tmp_path):
     overlay = _copy_apiservice(tmp_path) / "overlays" / "generated-ca"
     certs = _gen_certs(overlay)
@@ -146,6 +152,7 @@ def test_gen_certs_renews_the_certificate_but_keeps_the_ca(tmp_path):
     assert oct((certs / "tls.key").stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.tools
 def test_generated_ca_overlay_without_certificates_fails_with_the_missing_file(tmp_path):
     overlay = _copy_apiservice(tmp_path) / "overlays" / "generated-ca"
     from tests.support.k8s_validation import tool
@@ -249,6 +256,7 @@ def test_adapter_deployment_is_hardened_and_highly_available(rendered):
             "pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_adapter_cli_accepts_the_deployment_arguments(rendered, overlay):
     container = one(rendered[overlay], "Deployment")["spec"]["template"]["spec"]["containers"][0]
@@ -423,6 +431,7 @@ def test_cluster_autoscaler_node_groups_can_scale_from_zero_for_the_workload(exa
         assert any(_term_matches(term, template_labels) for term in terms), group["name"]
 
 
+@pytest.mark.tools
 def test_resource_metrics_component_registers_metrics_k8s_io(tmp_path):
     tree = _copy_apiservice(tmp_path)
     overlay = tree / "overlays" / "insecure"

@@ -16,6 +16,8 @@ from exporter.backends.fake import fake_gpu_uuid
 from exporter.smi_compare import PAIRS, Pair, Status, judge, parse_rows
 from tests.exporter_helpers import write_state
 
+pytestmark = pytest.mark.e2e
+
 STAND_IN = Path(__file__).parent / "support" / "nvidia_smi"
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from clikit.durations import DurationError, parse_go_duration, parse_prometheus_duration
 
+pytestmark = pytest.mark.unit
+
 NS, US, MS, S, MIN, H = 1, 1_000, 1_000_000, 10**9, 60 * 10**9, 3600 * 10**9
 
 # golang/go src/time/time_test.go parseDurationTests: (text, nanoseconds)

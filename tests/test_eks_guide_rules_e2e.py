@@ -18,6 +18,8 @@ from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 
+pytestmark = [pytest.mark.e2e, pytest.mark.tools]
+
 # The guide's `rules.custom` (its values file's `rules:` block holds them under `custom:`; the rules file is that list).
 GUIDE_RULES = """\
 rules:

@@ -6,11 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from exporter.backends.fake import FakeBackend
 from exporter.collector import Collector, CollectorOptions
 from exporter.counters import parse_counters
 from exporter.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
 from tests.exporter_helpers import parse_metrics, series, value, write_state
+
+pytestmark = pytest.mark.unit
 
 CSV = """DCGM_FI_DEV_XID_ERRORS, gauge, Value of the last XID error encountered.
 DCGM_FI_DRIVER_VERSION, label, Driver Version

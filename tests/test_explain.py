@@ -21,6 +21,8 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
 
+pytestmark = pytest.mark.e2e
+
 EXPOSITION = """\
 DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50
 DCGM_FI_DEV_GPU_UTIL{gpu="1",namespace="ml",pod="infer-0"} 100

@@ -11,6 +11,8 @@ from tests.exporter_helpers import parse_metrics, series, write_state
 from tests.support.exporter_process import ExporterProcess
 from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
+pytestmark = pytest.mark.e2e
+
 
 def check_every_field_accounted_for(text: str, metrics: str, log: str, gpus: int) -> set[str]:
     """Assert each field of the file is a family, a label on the GPU series, or unsupported on every GPU; return the

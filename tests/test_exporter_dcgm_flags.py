@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,9 +20,12 @@ from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fakenvml import FakeNvml
 from tests.support.docs import generated_block
 from tests.support.exporter_process import ExporterProcess
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
+
+pytestmark = pytest.mark.e2e
 
 fake_nvml = fakenvml.fake_nvml
 REPO = Path(__file__).resolve().parents[1]
@@ -186,13 +188,13 @@ def _daemonset_run(tmp_path: Path, podresources_server: FakePodResourcesServer, 
             "DCGM_POD_RESOURCES_KUBELET_SOCKET": podresources_server.socket_path, "DCGM_EXPORTER_INTERVAL": "200"}
     exporter = ExporterProcess(args, {**node, **env}, listen_by_env=True)
     try:
-        rows: list[Any] = []
-        for _ in range(100):  # the first collection may precede the first PodResources answer
+
+        def attributed() -> list[Any] | None:  # the first collection may precede the first PodResources answer
             rows = parse_metrics(exporter.metrics())
-            if series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0", namespace="ml") or series(
-                    rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0", pod_namespace="ml"):
-                break
-            time.sleep(0.1)
+            return rows if series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0", namespace="ml") or series(
+                rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0", pod_namespace="ml") else None
+
+        rows = wait_until(attributed, 10, "GPU 0 attributed to its pod")
     finally:
         log = exporter.stop()
     return rows, log

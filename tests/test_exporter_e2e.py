@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,17 +14,13 @@ import pytest
 from exporter.backends.fake import fake_gpu_uuid
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.support.exporter_process import ExporterProcess
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
     from tests.support.prometheus import PrometheusServer
 
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
 
 def test_http_contract(tmp_path: Path) -> None:
@@ -125,10 +120,11 @@ def test_dcgm_exporter_environment_variables(tmp_path: Path) -> None:
         assert {r[0] for r in rows if r[0].startswith("DCGM_")} == {"DCGM_FI_DEV_GPU_TEMP"}
         assert series(rows, "DCGM_FI_DEV_GPU_TEMP", gpu="0")[0][1]["hostname"] == "gpu-node-7"
         first = value(rows, "gpu_exporter_collections_total")
-        time.sleep(1.2)
-        assert value(parse_metrics(exporter.metrics()), "gpu_exporter_collections_total") >= first + 3
+        wait_until(lambda: value(parse_metrics(exporter.metrics()), "gpu_exporter_collections_total") >= first + 3,
+                   what="three more collections")
     finally:
-        exporter.stop()
+        log = exporter.stop()
+    assert "every 250 ms" in log  # DCGM_EXPORTER_INTERVAL, as the exporter took it
 
 
 def test_kubernetes_mode_without_socket_serves_metrics_and_says_so(tmp_path: Path) -> None:
@@ -234,14 +230,16 @@ def test_sigterm_as_soon_as_the_port_listens_is_a_clean_shutdown() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "exporter", "--backend", "fake", "-a", f"127.0.0.1:{port}"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:  # the first moment a connection is accepted, not the first answered /health
-            assert proc.poll() is None and time.monotonic() < deadline, "the exporter did not start listening"
+        def accepts() -> bool:
+            assert proc.poll() is None, "the exporter exited"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                time.sleep(0.002)
+                return False
+
+        # the first moment a connection is accepted, not the first answered /health
+        wait_until(accepts, 20, "the exporter listening", interval=0.002)
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
     finally:

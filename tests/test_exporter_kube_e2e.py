@@ -7,18 +7,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from exporter.backends.fake import fake_gpu_uuid
-from tests.exporter_helpers import parse_metrics, series
+from tests.exporter_helpers import parse_metrics, series, value
 from tests.support.exporter_process import ExporterProcess
 from tests.support.fake_kube import FakeKube, configmap, pod
-from tests.test_exporter_e2e import wait_until
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
+
+pytestmark = pytest.mark.e2e
 
 UID = "5b7e4c1d-2a3f-4e6b-9c8d-0f1e2d3c4b5a"
 
@@ -27,6 +30,11 @@ def gpu_series(exporter: ExporterProcess, gpu: str, name: str = "DCGM_FI_DEV_GPU
     found = series(parse_metrics(exporter.metrics()), name, gpu=gpu)
     assert len(found) == 1, found
     return found[0][1]
+
+
+def reload_checks(exporter: ExporterProcess) -> float:
+    """How many times the exporter has checked its counters file (``gpu_exporter_counters_checks_total``)."""
+    return value(parse_metrics(exporter.metrics()), "gpu_exporter_counters_checks_total")
 
 
 def field_names(exporter: ExporterProcess) -> set[str]:
@@ -116,8 +124,10 @@ def test_configmap_data_loads_the_configmap_and_falls_back_to_the_file(tmp_path:
         # read at start only; SIGHUP reloads, which reads the ConfigMap again (the -f file did not change)
         fake_kube.put("", "v1", "configmaps", configmap("gpu", "exporter-metrics", {
             "metrics": CONFIGMAP_METRICS + "DCGM_FI_DEV_SM_CLOCK, gauge, SM clock frequency (in MHz).\n"}))
-        time.sleep(1.5)
+        checks = reload_checks(exporter)
+        wait_until(lambda: reload_checks(exporter) >= checks + 2, what="two reload checks after the edit")
         assert "DCGM_FI_DEV_SM_CLOCK" not in field_names(exporter)
+        assert fake_kube.count("GET", "/api/v1/namespaces/gpu/configmaps/exporter-metrics") == 1
         exporter.proc.send_signal(signal.SIGHUP)
         wait_until(lambda: "DCGM_FI_DEV_SM_CLOCK" in field_names(exporter))
         assert fake_kube.count("GET", "/api/v1/namespaces/gpu/configmaps/exporter-metrics") == 2
@@ -181,10 +191,14 @@ def test_counters_file_is_reloaded_and_a_bad_rewrite_keeps_the_fields_in_use(tmp
                           "DCGM_FI_DEV_NOT_A_FIELD, gauge, typo\n")
         counters.with_suffix(".new").write_text("")  # some other write in the directory meanwhile
         rewrite(counters.with_name("unrelated.csv"), "x")
-        # the broken file is refused: a later good rewrite is the next change seen, the old set serves meanwhile
-        for _ in range(15):  # three polls of the file
-            assert field_names(exporter) == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"}
-            time.sleep(0.2)
+        # the broken file is refused once: later checks leave it alone, the old set serves meanwhile
+        exporter.output.wait_for("refused")
+        checks = reload_checks(exporter)
+        wait_until(lambda: reload_checks(exporter) >= checks + 2, what="two more reload checks")
+        assert field_names(exporter) == {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP"}
+        samples = parse_metrics(exporter.metrics())
+        assert value(samples, "gpu_exporter_counters_reloads_total", result="rejected") == 1
+        assert value(samples, "gpu_exporter_counters_reloads_total", result="applied") == 1
         assert exporter.client.get("/health").status_code == 200
 
         # a fixed file is taken

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
+
 REPO = Path(__file__).resolve().parents[1]
 
 # A process in which the loadtest extra's packages cannot be imported, as in an install without the extra.

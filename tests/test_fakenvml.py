@@ -21,6 +21,9 @@ from tests.fakenvml import (
     address_of,
     install_fake_nvml,
 )
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.unit
 
 fake_nvml = fakenvml.fake_nvml  # re-exported fixture (an import would trip ruff's F811)
 
@@ -509,10 +512,11 @@ def test_event_wait_wakes_on_injection_without_blocking_other_calls(nvml: FakeNv
     received: list[int] = []
     waiter = threading.Thread(target=lambda: received.append(pynvml.nvmlEventSetWait_v2(event_set, 5000).eventData))
     waiter.start()
-    time.sleep(0.05)
-    start = time.monotonic()
-    assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) == 118_512  # the waiter does not hold the model lock
-    assert time.monotonic() - start < 0.5
+    # The call is counted under the model lock, which the waiter holds until its wait lets it go: once counted, a
+    # call from this thread gets the lock only while the waiter waits.
+    wait_until(lambda: nvml.calls["nvmlEventSetWait_v2"] == 1, 5, "the waiter inside nvmlEventSetWait_v2")
+    assert pynvml.nvmlDeviceGetPowerUsage(handle(0)) == 118_512
+    assert waiter.is_alive() and received == []  # answered while the waiter still waits: it holds no lock
     nvml.inject_xid(0, 94)
     waiter.join(timeout=2)
     assert not waiter.is_alive()

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gen-dcgm-fields.py"
 
 HEADER = """
@@ -104,6 +108,7 @@ def test_table_types_units_entities_and_loops() -> None:
     assert meta[1040] == meta[1041] == ("double", "", "gpu")
 
 
+@pytest.mark.e2e
 def test_generated_module_is_importable_python(tmp_path: Path) -> None:
     header, table, legacy = tmp_path / "h", tmp_path / "cpp", tmp_path / "legacy.csv"
     header.write_text(HEADER)

@@ -16,6 +16,8 @@ from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fakenvml import FakeGpu, FakeNvml
 
+pytestmark = pytest.mark.unit
+
 fake_nvml = fakenvml.fake_nvml
 
 PROF = [f for f in FIELDS if f.name.startswith("DCGM_FI_PROF_")]

@@ -7,7 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.tools import REPO
+
+pytestmark = pytest.mark.e2e
 
 # NVML made to fail as on a machine without the driver, whatever this machine has; then the script as __main__.
 _WITHOUT_NVML = """

@@ -53,6 +53,8 @@ from loadtest.hpa import (
     running_pods,
 )
 
+pytestmark = pytest.mark.unit
+
 GPU = MetricSpec.pods("gpu", average_value="1")
 LOAD = MetricSpec.object("load", "Service/gateway", average_value="1")  # asks for ceil(value) replicas
 DEFAULT_TOLERANCES = Tolerances()

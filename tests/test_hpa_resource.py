@@ -25,6 +25,8 @@ from loadtest.hpa import (
 from tests.support.fake_kube import pod
 from tests.test_resource_metrics_e2e import adapter, prometheus  # noqa: F401  (module fixtures: adapter, Prometheus)
 
+pytestmark = pytest.mark.unit
+
 UPSTREAM = "kubernetes pkg/controller/podautoscaler/replica_calculator_test.go"
 # The upstream tests' settings: 2m cpu initialisation period, 10s initial readiness delay (defaultTesting*), pods
 # "hot" when started now and "cool" when started 3 minutes ago (horizontal_test.go); an unset start time, Ready
@@ -184,6 +186,7 @@ def test_a_resource_hpa_reconciles_through_the_autoscaler() -> None:
     assert failing.desired == 2 and active is not None and active.reason == "FailedGetResourceMetric"
 
 
+@pytest.mark.e2e
 def test_decision_from_the_adapters_pod_metrics(adapter) -> None:  # noqa: F811
     body = adapter.get("/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods").json()
     usage = ResourceUsage.from_pod_metrics(body, "cpu")

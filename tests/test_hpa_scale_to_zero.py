@@ -48,6 +48,8 @@ from loadtest.hpa import (
     running_pods,
 )
 
+pytestmark = pytest.mark.unit
+
 HORIZONTAL_TEST = "kubernetes pkg/controller/podautoscaler/horizontal_test.go"
 VALIDATION = "kubernetes pkg/apis/autoscaling/validation/validation.go (validateMetrics)"
 STRATEGY_TEST = "kubernetes pkg/registry/autoscaling/horizontalpodautoscaler/strategy_test.go"

@@ -14,13 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.prometheus import free_port
 from tests.support.tools import REPO, missing, require_tool
+
+pytestmark = [pytest.mark.image, pytest.mark.tools]
 
 ENV = {**os.environ, "STORAGE_DRIVER": os.environ.get("STORAGE_DRIVER", "vfs")}
 
-# Run inside the image: both servers on loopback, each read once, then stopped.
+# Run inside the image: both servers on loopback, each read once, then stopped. buildah's chroot isolation shares
+# the host's network: the two ports (argv) are picked free on the host, never fixed, so parallel runs do not clash.
 _SMOKE = textwrap.dedent("""
     import json, os, ssl, subprocess, sys, tempfile, time, urllib.request
+    exporter_port, adapter_port = sys.argv[1:3]
     def get(url, ctx=None):
         for _ in range(100):
             try:
@@ -45,17 +50,18 @@ _SMOKE = textwrap.dedent("""
         out["matplotlib"] = True
     except ImportError:
         out["matplotlib"] = False
-    exporter = subprocess.Popen(["gpu-exporter", "--backend", "fake", "--fake-gpu-count", "2", "-a", "127.0.0.1:19400"])
+    exporter = subprocess.Popen(["gpu-exporter", "--backend", "fake", "--fake-gpu-count", "2", "-a",
+                                 f"127.0.0.1:{exporter_port}"])
     try:
-        out["metrics"] = get("http://127.0.0.1:19400/metrics")
+        out["metrics"] = get(f"http://127.0.0.1:{exporter_port}/metrics")
     finally:
         exporter.terminate(); exporter.wait(10)
     certs = tempfile.mkdtemp()
     adapter = subprocess.Popen(["gpu-adapter", "serve", "--disable-auth", "--prometheus-url", "http://127.0.0.1:9",
-                                "--secure-port", "16443", "--cert-dir", certs])
+                                "--secure-port", adapter_port, "--cert-dir", certs])
     try:
         insecure = ssl.create_default_context(); insecure.check_hostname = False; insecure.verify_mode = ssl.CERT_NONE
-        out["healthz"] = get("https://127.0.0.1:16443/healthz", insecure)
+        out["healthz"] = get(f"https://127.0.0.1:{adapter_port}/healthz", insecure)
     finally:
         adapter.terminate(); adapter.wait(10)
     print("SMOKE " + json.dumps(out))
@@ -102,7 +108,10 @@ def test_gpu_adapter_help_inside_the_image(container: str) -> None:
 
 
 def test_exporter_and_adapter_serve_inside_the_image(container: str) -> None:
-    done = _buildah("run", "--isolation", "chroot", container, "--", "python3", "-c", _SMOKE, timeout=180)
+    ports: set[str] = set()
+    while len(ports) < 2:
+        ports.add(str(free_port()))
+    done = _buildah("run", "--isolation", "chroot", container, "--", "python3", "-c", _SMOKE, *ports, timeout=180)
     [line] = [x for x in done.stdout.splitlines() if x.startswith("SMOKE ")]
     smoke = json.loads(line.removeprefix("SMOKE "))
     assert smoke["uid"] == 65532

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -27,7 +28,10 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.k8s_validation import run, tool
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
 from tests.test_rules_presets import matching
+
+pytestmark = pytest.mark.e2e
 
 DATA = Path(__file__).parent / "data" / "inference"
 NAMESPACE = "llm"
@@ -134,6 +138,7 @@ def test_every_metric_is_served_per_pod_and_per_deployment() -> None:
         assert [b.series for b in catalogue.lookup(api, "pods")] == series_names
 
 
+@pytest.mark.tools
 def test_recording_rules_are_valid_for_promtool(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     rules = recording_rules(list(INFERENCE_PRESETS))
@@ -182,6 +187,7 @@ def pod_query(metric: str, pods: list[str]) -> str:
     return render_custom(catalogue.lookup(metric, "pods")[0], namespace=NAMESPACE, names=pods, metric_matchers=[])
 
 
+@pytest.mark.tools
 def test_quantile_and_rate_per_pod_in_promtool(tmp_path: Path) -> None:
     series = {**ttft_series("busy", busy=True), **ttft_series("idle", busy=False),
               # Triton: two models queue 0.5 s and 1.5 s per second: 2,000,000 µs of queueing per second
@@ -197,6 +203,7 @@ def test_quantile_and_rate_per_pod_in_promtool(tmp_path: Path) -> None:
     ])
 
 
+@pytest.mark.tools
 def test_recording_rules_give_each_deployment_its_value_in_promtool(tmp_path: Path) -> None:
     def owner(pod: str, replicaset: str) -> str:
         return (f'kube_pod_owner{{job="kube-state-metrics",namespace="llm",pod="{pod}",uid="u-{pod}",'
@@ -284,26 +291,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
 
 def value(adapter: AdapterProcess, path: str) -> float:
     """The one item's value, waiting out the adapter's first relists."""
-    deadline = time.monotonic() + 15
-    while True:
+
+    def answered() -> httpx.Response | None:
         response = adapter.get(f"{BASE}/namespaces/{NAMESPACE}/{path}")
-        if response.status_code == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert response.status_code == 200, response.text
+        return response if response.status_code == 200 else None
+
+    response = wait_until(answered, 15, f"{path} answered with a value")
     [item] = response.json()["items"]
     return milli(item["value"]) / 1000
 
 
 def test_discovery_lists_every_preset_metric(stack: AdapterProcess) -> None:
-    deadline = time.monotonic() + 15
     wanted = {f"{r}/{m}" for names in API_METRICS.values() for m in names for r in ("pods", "deployments.apps")}
-    while True:
-        listed = {r["name"] for r in stack.get(BASE).json()["resources"]}
-        if wanted <= listed or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert wanted <= listed, sorted(wanted - listed)
+    wait_until(lambda: wanted <= {r["name"] for r in stack.get(BASE).json()["resources"]}, 15,
+               f"every preset metric listed ({sorted(wanted)})")
 
 
 @pytest.mark.parametrize(("path", "expected"), [

@@ -25,6 +25,8 @@ from adapter.cli.install_check import (
     render,
 )
 
+pytestmark = pytest.mark.unit
+
 NS, SERVICE = "gpu-system", "gpu-gpu-autoscaler-adapter"
 URL = "http://prometheus-operated.monitoring.svc:9090"
 METRIC = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{NS}/services/dcgm-exporter/DCGM_FI_DEV_GPU_UTIL_AVG"

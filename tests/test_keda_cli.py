@@ -12,6 +12,8 @@ import pytest
 from tests.support.certs import issue, make_ca
 from tests.support.prometheus import free_port
 
+pytestmark = pytest.mark.e2e
+
 PROMETHEUS = ["--prometheus-url", "http://127.0.0.1:1"]
 
 

@@ -15,6 +15,8 @@ import yaml
 from adapter.keda.metadata import parse_metadata
 from tests.support.k8s_validation import REPO, find, load_documents, one, run, tool, validate, validate_all
 
+pytestmark = pytest.mark.tools
+
 EXAMPLE = REPO / "hpa-examples" / "keda-vllm-gateway-queue.yaml"
 GUIDE = REPO / "docs" / "keda.md"
 KEDA_TRIGGERS = ("external", "external-push")

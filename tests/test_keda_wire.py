@@ -16,6 +16,8 @@ from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.metadata import KEYS, MetadataError, Trigger, parse_metadata
 from tests.support import keda
 
+pytestmark = pytest.mark.unit
+
 OURS = {"metric": "DCGM_FI_DEV_GPU_UTIL", "targetValue": "60", "resource": "pods", "labelSelector": "app=vllm"}
 
 # ------------------------------------------------------------------------------------- metadata, as KEDA sends it

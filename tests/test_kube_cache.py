@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,15 @@ from adapter.kube.resolver import KubeResolver
 from adapter.rules.resources import GroupResource
 from adapter.rules.selectors import parse_selector
 from tests.support.fake_kube import FakeKube, configmap, deployment, namespace_object, node, pod
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
 PODS = GroupResource("", "pods")
 NODES = GroupResource("", "nodes")
 NAMESPACES = GroupResource("", "namespaces")
 DEPLOYMENTS = GroupResource("apps", "deployments")
 FAST = {"backoff_initial": 0.02, "backoff_cap": 0.2}
-
-
-def eventually(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not reached in time"
-        time.sleep(0.01)
 
 
 def put_pod(fake: FakeKube, ns: str, name: str, **labels: str) -> None:
@@ -124,12 +119,12 @@ def test_added_relabelled_and_deleted_pods_follow_the_watch(
     llm = parse_selector("app=llm")
 
     put_pod(fake_kube, "ml", "llm-1", app="llm")
-    eventually(lambda: cache.names("ml", llm) == ["llm-0", "llm-1"], what="added pod")
+    wait_until(lambda: cache.names("ml", llm) == ["llm-0", "llm-1"], what="added pod")
     put_pod(fake_kube, "ml", "llm-0", app="retired")
-    eventually(lambda: cache.names("ml", llm) == ["llm-1"], what="relabelled pod")
+    wait_until(lambda: cache.names("ml", llm) == ["llm-1"], what="relabelled pod")
     assert cache.names("ml", parse_selector("app=retired")) == ["llm-0"]
     fake_kube.delete("", "v1", "pods", "ml", "llm-0")
-    eventually(lambda: cache.names("ml", ()) == ["llm-1"], what="deleted pod")
+    wait_until(lambda: cache.names("ml", ()) == ["llm-1"], what="deleted pod")
     assert cache.objects == 1
     assert cache.lists_total == 1  # all of it came through the watch
 
@@ -161,13 +156,13 @@ def test_error_event_410_makes_the_cache_list_again(
         fake_kube: FakeKube, make_cache: Callable[..., MetadataCache]) -> None:
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     cache = synced(make_cache())
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
 
     assert fake_kube.expire_watches() == 1
-    eventually(lambda: cache.lists_total == 2, what="relist after the 410 ERROR event")
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch reopened")
+    wait_until(lambda: cache.lists_total == 2, what="relist after the 410 ERROR event")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch reopened")
     put_pod(fake_kube, "ml", "llm-1", app="llm")
-    eventually(lambda: cache.names("ml", ()) == ["llm-0", "llm-1"], what="changes after the relist")
+    wait_until(lambda: cache.names("ml", ()) == ["llm-0", "llm-1"], what="changes after the relist")
     assert cache.watch_restarts_total >= 1
 
 
@@ -179,24 +174,24 @@ def test_watch_from_a_compacted_version_relists(fake_kube: FakeKube, make_cache:
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     put_pod(fake_kube, "ml", "gone", app="llm")
     cache = synced(make_cache())
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
     listed_at = cache.resource_version
 
     fake_kube.put("", "v1", "nodes", node("gpu-1"))  # history moves on without the pods watch seeing it
     fake_kube.delete("", "v1", "pods", "ml", "gone")
     stale = str(fake_kube.resource_version)
-    eventually(lambda: cache.resource_version == stale, what="delete seen")
+    wait_until(lambda: cache.resource_version == stale, what="delete seen")
     assert cache.names("ml", ()) == ["llm-0"]
     fake_kube.put("", "v1", "nodes", node("gpu-2"))
     fake_kube.compact()
     fake_kube.end_watches()  # as timeoutSeconds running out: the cache re-watches from its last version
 
-    eventually(lambda: cache.lists_total == 2, what="relist after 410")
+    wait_until(lambda: cache.lists_total == 2, what="relist after 410")
     rewatched = [r.query.get("resourceVersion") for r in fake_kube.received if r.watch]
     assert rewatched[:2] == [listed_at, stale]
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch reopened")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch reopened")
     put_pod(fake_kube, "ml", "llm-1", app="llm")
-    eventually(lambda: cache.names("ml", ()) == ["llm-0", "llm-1"], what="changes after the relist")
+    wait_until(lambda: cache.names("ml", ()) == ["llm-0", "llm-1"], what="changes after the relist")
 
 
 def test_bookmarks_keep_the_version_fresh_so_no_relist_is_needed(
@@ -205,11 +200,11 @@ def test_bookmarks_keep_the_version_fresh_so_no_relist_is_needed(
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     cache = synced(make_cache())
     fake_kube.put("", "v1", "nodes", node("gpu-1"))
-    eventually(lambda: cache.resource_version == str(fake_kube.resource_version), what="bookmark")
+    wait_until(lambda: cache.resource_version == str(fake_kube.resource_version), what="bookmark")
     fake_kube.compact()
     fake_kube.end_watches()
 
-    eventually(lambda: fake_kube.count("GET", "/api/v1/pods", watch=True) == 2 and fake_kube.open_watches() == 1,
+    wait_until(lambda: fake_kube.count("GET", "/api/v1/pods", watch=True) == 2 and fake_kube.open_watches() == 1,
                what="watch reopened")
     assert cache.lists_total == 1
     assert [r.query.get("resourceVersion") for r in fake_kube.received if r.watch][1] == \
@@ -221,10 +216,10 @@ def test_a_stream_cut_mid_event_is_not_applied_and_the_cache_relists(
         fake_kube: FakeKube, make_cache: Callable[..., MetadataCache]) -> None:
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     cache = synced(make_cache())
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
 
     fake_kube.drop_watches()  # sends half an event ("truncated-...") and cuts the connection
-    eventually(lambda: cache.lists_total == 2, what="relist after the cut")
+    wait_until(lambda: cache.lists_total == 2, what="relist after the cut")
     assert cache.names("ml", ()) == ["llm-0"]
     assert cache.last_error is not None and "WATCH /api/v1/pods" in cache.last_error
 
@@ -237,7 +232,7 @@ def test_apiserver_restart_with_changes_while_down_converges(
     llm = parse_selector("app=llm")
 
     fake_kube.stop()
-    eventually(lambda: "refused" in (cache.last_error or "").lower(), what="connection refused")
+    wait_until(lambda: "refused" in (cache.last_error or "").lower(), what="connection refused")
     assert cache.synced and cache.names("ml", llm) == ["llm-0", "llm-1", "llm-2"]  # last known state meanwhile
     fake_kube.delete("", "v1", "pods", "ml", "llm-0")
     put_pod(fake_kube, "ml", "llm-1", app="moved")
@@ -245,7 +240,7 @@ def test_apiserver_restart_with_changes_while_down_converges(
     lists_before = cache.lists_total
     fake_kube.start()
 
-    eventually(lambda: cache.names("ml", llm) == ["llm-2", "llm-3"], what="converged after the restart")
+    wait_until(lambda: cache.names("ml", llm) == ["llm-2", "llm-3"], what="converged after the restart")
     assert cache.names("ml", ()) == ["llm-1", "llm-2", "llm-3"]
     assert cache.lists_total == lists_before + 1
 
@@ -272,7 +267,7 @@ def test_metadata_only_accept_header_and_kubeconfig_token_are_sent(
     cache = MetadataCache(client, PODS, **FAST)
     try:
         assert cache.wait_synced(10), cache.last_error
-        eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
+        wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
     finally:
         cache.stop()
         client.close()
@@ -312,7 +307,7 @@ def test_a_server_that_ignores_the_metadata_accept_header_still_works(
     put_pod(fake_kube, "ml", "llm-0", app="llm")
     cache = synced(make_cache())
     put_pod(fake_kube, "ml", "llm-1", app="llm")
-    eventually(lambda: cache.names("ml", parse_selector("app=llm")) == ["llm-0", "llm-1"], what="event applied")
+    wait_until(lambda: cache.names("ml", parse_selector("app=llm")) == ["llm-0", "llm-1"], what="event applied")
 
 
 def test_a_wrong_token_leaves_the_cache_unsynced_with_the_reason(fake_kube: FakeKube, tmp_path: Path) -> None:
@@ -403,13 +398,13 @@ def test_stop_ends_the_threads_whatever_they_are_doing(fake_kube: FakeKube, api_
     assert cache_threads() == []
     watching = MetadataCache(api_client, PODS, **FAST)
     assert watching.wait_synced(10)
-    eventually(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
+    wait_until(lambda: fake_kube.open_watches("pods") == 1, what="watch open")
     nowhere = FakeKube()  # never started: every attempt is refused and the cache sits in its backoff
     nowhere.start()
     nowhere.stop()
     refused_client = load_api_client(nowhere.write_kubeconfig(tmp_path / "nowhere"))
     backing_off = MetadataCache(refused_client, PODS, backoff_initial=5, backoff_cap=5)
-    eventually(lambda: backing_off.last_error is not None, what="first failure")
+    wait_until(lambda: backing_off.last_error is not None, what="first failure")
     resolver = KubeResolver(api_client)
     asyncio.run(resolver.names(NODES, None, ()))
     assert len(cache_threads()) == 3

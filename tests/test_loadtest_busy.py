@@ -6,6 +6,8 @@ import pytest
 
 from loadtest.busy import BusyWindow
 
+pytestmark = pytest.mark.unit
+
 
 def test_idle_gpu_is_zero_and_fully_busy_is_one() -> None:
     window = BusyWindow(2.0, clock=lambda: 0.0)

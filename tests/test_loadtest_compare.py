@@ -27,6 +27,8 @@ from loadtest.live import Progress
 from loadtest.summary import PhaseLatency, Summary
 from loadtest.timeline import SyncRecord, TimelineRow
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(("choice", "metrics"), [
     (ScaleOn.GPU, [("DCGM_FI_DEV_GPU_UTIL", 60_000)]),

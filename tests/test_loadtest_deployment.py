@@ -25,6 +25,8 @@ from loadtest.kubelet import PodResourcesServer
 from loadtest.processes import ChildProcesses
 from loadtest.statefiles import fake_gpu_state, standalone_pods
 
+pytestmark = pytest.mark.e2e
+
 PODS = normalise_resource("pods")
 
 

@@ -13,6 +13,8 @@ from loadtest.hpa import Autoscaler, Behavior, HPASpec, MetricSpec, Pod, PodPhas
 from loadtest.hpa_loop import HpaLoop
 from loadtest.metrics_api import CustomMetricsClient, MetricsApiError, choose_version
 
+pytestmark = pytest.mark.unit
+
 PODS_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/demo/pods/%2A/DCGM_FI_DEV_GPU_UTIL"
 
 

@@ -4,11 +4,16 @@ counts) what exceeds its in-flight bound, and counts every failure."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
+
+import pytest
 
 from loadtest.loadgen import Arrivals, LoadGenerator, percentile
 from loadtest.profile import parse_profile
+from tests.support.waiting import wait_until_async
+
+pytestmark = pytest.mark.unit
 
 
 class HeldServer:
@@ -43,10 +48,6 @@ class HeldServer:
         self.release.set()
 
 
-async def wait_until(check: Callable[[], bool]) -> None:
-    while not check():
-        await asyncio.sleep(0.01)
-
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
@@ -59,9 +60,9 @@ def test_rate_is_held_while_the_service_does_not_answer() -> None:
         gen = LoadGenerator(parse_profile("1s:20,1s:40"), lambda: server.url, timeout_s=60, max_inflight=1000)
         task = asyncio.create_task(gen.run())
         # Every request of the profile goes out although none has been answered: the loop is open.
-        await wait_until(lambda: gen.totals().sent == 60)
+        await wait_until_async(lambda: gen.totals().sent == 60)
         assert gen.inflight == 60
-        await wait_until(lambda: server.received == 60)
+        await wait_until_async(lambda: server.received == 60)
         server.release.set()
         await task
         await server.stop()
@@ -83,7 +84,7 @@ def test_requests_beyond_the_in_flight_bound_are_dropped_and_counted() -> None:
         await server.start()
         gen = LoadGenerator(parse_profile("1s:20"), lambda: server.url, timeout_s=60, max_inflight=5)
         task = asyncio.create_task(gen.run())
-        await wait_until(lambda: gen.totals().sent + gen.totals().dropped == 20)
+        await wait_until_async(lambda: gen.totals().sent + gen.totals().dropped == 20)
         server.release.set()
         await task
         await server.stop()

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from loadtest.processes import MARKER_ENV, ChildProcesses
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 STUBBORN = """
 import os, signal, subprocess, sys, time
@@ -22,11 +25,8 @@ time.sleep(600)
 
 
 def wait_for_line(path: Path, prefix: str) -> str:
-    while True:
-        for line in path.read_text().splitlines():
-            if line.startswith(prefix):
-                return line
-        time.sleep(0.02)
+    return wait_until(lambda: next((ln for ln in path.read_text().splitlines() if ln.startswith(prefix)), None),
+                      20, f"a line starting {prefix!r} in {path.name}")
 
 
 def test_stop_kills_a_child_that_ignores_sigterm_and_its_group(tmp_path: Path) -> None:
@@ -42,8 +42,12 @@ def test_stop_kills_a_child_that_ignores_sigterm_and_its_group(tmp_path: Path) -
     assert codes == {child.pid: -signal.SIGKILL, polite.pid: -signal.SIGTERM}
     assert processes.pids == [child.pid, polite.pid]
     assert not child.alive and not polite.alive
-    deadline = time.monotonic() + 10
-    while psutil.pid_exists(int(grandchild)) and psutil.Process(int(grandchild)).status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < deadline, "the grandchild outlived its group"
-        time.sleep(0.05)
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(lambda: gone(int(grandchild)), 10, "the grandchild gone with its group")
     processes.stop_all()  # stopping again is harmless

@@ -7,6 +7,8 @@ import pytest
 from loadtest.cli import _profile_option
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(("text", "seconds"), [
     ("30s", 30.0), ("1m30s", 90.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("20", 20.0), ("2.5s", 2.5),

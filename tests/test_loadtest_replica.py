@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -16,6 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadtest.replica import READY_PREFIX
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 @dataclass
@@ -45,11 +47,6 @@ def replica() -> Iterator[Replica]:
     r.process.communicate()
 
 
-def wait_until(check: Callable[[], bool]) -> None:
-    while not check():
-        time.sleep(0.02)
-
-
 def test_requests_take_the_gpu_one_at_a_time(replica: Replica) -> None:
     assert httpx.get(f"{replica.url}/healthz").text == "ok"
     with ThreadPoolExecutor(4) as pool:
@@ -70,7 +67,7 @@ def test_a_request_whose_client_left_is_skipped() -> None:
     try:
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(httpx.get, f"{replica.url}/infer", timeout=30)
-            wait_until(lambda: replica.stats()["in_flight"] == 1)
+            wait_until(lambda: replica.stats()["in_flight"] == 1, what="the first request on the GPU")
             with pytest.raises(httpx.TimeoutException):  # gives up while queued behind the first
                 httpx.get(f"{replica.url}/infer", timeout=0.3)
             assert first.result().status_code == 200
@@ -83,10 +80,11 @@ def test_a_request_whose_client_left_is_skipped() -> None:
 
 
 def test_sigterm_finishes_queued_requests_then_exits() -> None:
-    replica = start(service_ms=200)
+    # 1 s per request: all three are at the replica (two queued) for a whole second, however slowly they arrive
+    replica = start(service_ms=1000)
     with ThreadPoolExecutor(3) as pool:
         pending = [pool.submit(httpx.get, f"{replica.url}/infer", timeout=30) for _ in range(3)]
-        wait_until(lambda: replica.stats()["in_flight"] == 3)
+        wait_until(lambda: replica.stats()["in_flight"] == 3, what="three requests at the replica, two queued")
         replica.process.terminate()
         assert [f.result().status_code for f in pending] == [200, 200, 200]
     _, err = replica.process.communicate(timeout=30)

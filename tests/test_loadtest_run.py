@@ -10,8 +10,7 @@ import io
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,9 +28,12 @@ from loadtest.run import RunOptions, RunOutputs, run_load
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.fake_kube import FakeKube
+
+pytestmark = pytest.mark.e2e
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -104,13 +106,6 @@ def hpa(desired: int, current_value: str) -> dict[str, Any]:
     }
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 COMPLETION = {"model": "qwen2.5-7b-instruct", "prompt": "Say hello", "max_tokens": 16, "temperature": 0}
 
 
@@ -123,18 +118,22 @@ def test_run_posts_a_json_completion_with_headers_and_the_stand_in_checks_them(t
     with stand_in(*required) as base:
         run = ["run", "--url", f"{base}/v1/completions", "--arrivals", "uniform", "--profile"]
         auth = ["-H", "Authorization: Bearer sk-test", "--header", "X-Tenant: team-a"]
-        finish(gpu_loadtest(*run, "2s:10", *auth, "--body", json.dumps(COMPLETION),
-                            "--summary", str(tmp_path / "inline.json"), "--csv", str(tmp_path / "t.csv")))
-        finish(gpu_loadtest(*run, "2s:10", *auth, "--body-file", str(tmp_path / "body.json"), "--method", "post",
-                            "--summary", str(tmp_path / "file.json")))
-        # What the stand-in refuses: no API key; a body for another model; a body that is not JSON.
-        finish(gpu_loadtest(*run, "1s:5", *auth[2:], "--body", json.dumps(COMPLETION),
-                            "--summary", str(tmp_path / "nokey.json")))
-        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", json.dumps({**COMPLETION, "model": "llama"}),
-                            "--summary", str(tmp_path / "model.json")))
-        finish(gpu_loadtest(*run, "1s:5", *auth, "--body", "prompt=hi",
-                            "-H", "Content-Type: application/x-www-form-urlencoded",
-                            "--summary", str(tmp_path / "form.json")))
+        runs = [  # independent runs, side by side (each has its own summary; the stand-in counts them all)
+            gpu_loadtest(*run, "2s:10", *auth, "--body", json.dumps(COMPLETION),
+                         "--summary", str(tmp_path / "inline.json"), "--csv", str(tmp_path / "t.csv")),
+            gpu_loadtest(*run, "2s:10", *auth, "--body-file", str(tmp_path / "body.json"), "--method", "post",
+                         "--summary", str(tmp_path / "file.json")),
+            # What the stand-in refuses: no API key; a body for another model; a body that is not JSON.
+            gpu_loadtest(*run, "1s:5", *auth[2:], "--body", json.dumps(COMPLETION),
+                         "--summary", str(tmp_path / "nokey.json")),
+            gpu_loadtest(*run, "1s:5", *auth, "--body", json.dumps({**COMPLETION, "model": "llama"}),
+                         "--summary", str(tmp_path / "model.json")),
+            gpu_loadtest(*run, "1s:5", *auth, "--body", "prompt=hi",
+                         "-H", "Content-Type: application/x-www-form-urlencoded",
+                         "--summary", str(tmp_path / "form.json")),
+        ]
+        for process in runs:
+            finish(process)
         stats = httpx.get(f"{base}/stats", timeout=5).json()
     for name in ("inline.json", "file.json"):
         summary = json.loads((tmp_path / name).read_text())
@@ -236,27 +235,39 @@ class SteadyMetric:
         pass
 
 
+class SecondsRecorded(Progress):
+    """The run's progress display, quiet, with an event set once the run has recorded a second of the profile."""
+
+    def __init__(self) -> None:
+        super().__init__(Console(file=io.StringIO()))
+        self.recorded = asyncio.Event()
+
+    def update(self, s: Any) -> None:
+        super().update(s)
+        self.recorded.set()
+
+
 def test_drain_seconds_carry_what_was_observed_in_them() -> None:
     """Requests sent in the profile's only second are answered in the next: that drain row (in the CSV and the
     plot) still holds the metric read while it lasted, not a gap."""
 
     async def scenario() -> list[Any]:
+        progress = SecondsRecorded()
+
         async def answer_late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await reader.readuntil(b"\r\n\r\n")
-            await asyncio.sleep(max(began + 1.3 - loop.time(), 0.0))  # past the 1 s profile
+            await asyncio.wait_for(progress.recorded.wait(), 30)  # the profile's only second is over
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
             await writer.drain()
             writer.close()
 
-        loop = asyncio.get_running_loop()
-        began = loop.time()
         server = await asyncio.start_server(answer_late, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         options = RunOptions(url=f"http://127.0.0.1:{port}/infer", profile=parse_profile("1s:4"),
                              arrivals=Arrivals.UNIFORM, watch_interval_s=0.1)
         try:
             result = await run_load(options, SteadyMetric(), RunOutputs(),  # type: ignore[arg-type]
-                                    Progress(Console(file=io.StringIO())))
+                                    progress)
         finally:
             server.close()
         return result.rows

@@ -12,6 +12,8 @@ from loadtest.profile import parse_profile
 from loadtest.summary import PhaseLatency, summarize
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
 
+pytestmark = pytest.mark.unit
+
 PHASES = ["baseline"] * 2 + ["hold"] * 6 + ["cool-down"] * 6
 
 

@@ -14,12 +14,25 @@ from exporter.counters import load_counters
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fakenvml import MIB, FakeNvml
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.unit
 
 fake_nvml = fakenvml.fake_nvml
 
 
-def collector_for(fake: FakeNvml, **opts: object) -> tuple[Collector, NvmlBackend]:
-    backend = NvmlBackend(pynvml)
+class Clock:
+    """The backend's clock, moved by the test: rates divide by exactly the time the test let pass."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def collector_for(fake: FakeNvml, clock: Clock | None = None, **opts: object) -> tuple[Collector, NvmlBackend]:
+    backend = NvmlBackend(pynvml, clock=clock or time.monotonic)
     backend.open()
     return Collector(backend, load_counters(None), CollectorOptions(hostname="n1", **opts)), backend  # type: ignore[arg-type]
 
@@ -66,19 +79,19 @@ def test_identity_and_default_fields_with_dcgm_conversions(fake_nvml: FakeNvml) 
 
 
 def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
-    collector, backend = collector_for(fake_nvml)
+    clock = Clock()
+    collector, backend = collector_for(fake_nvml, clock)
     try:
         scrape(collector)
         gpu0 = fake_nvml.gpus[0]
         with fake_nvml.lock:
             gpu0.nvlink_rx_kib = [kib + 50_000 for kib in gpu0.nvlink_rx_kib]
-        time.sleep(0.5)
+        clock.now += 0.5
         rows = scrape(collector)
     finally:
         backend.close()
-    # DCGM: delta KiB (RX+TX over all links) / seconds / 1000 -> ~ 18 links * 50,000 KiB / 0.5 s / 1000 = 1800
-    rate = value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="0")
-    assert 1200 < rate < 1850
+    # DCGM: delta KiB (RX+TX over all links) / seconds / 1000 -> 18 links * 50,000 KiB / 0.5 s / 1000 = 1800
+    assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="0") == 1800
     assert value(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") == 0
 
 
@@ -92,7 +105,8 @@ def test_nvlink_per_link_bandwidth_direction_and_errors(fake_nvml: FakeNvml) -> 
     gpu0 = fake_nvml.gpus[0]
     gpu0.nvlink_errors = {(2, pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT): 5, (2, pynvml.NVML_NVLINK_ERROR_DL_REPLAY): 1}
     gpu0.nvlink_tx_kib, gpu0.nvlink_rx_kib = gpu0.nvlink_tx_kib[:12], gpu0.nvlink_rx_kib[:12]  # an A100: 12 links
-    backend = NvmlBackend(pynvml)
+    clock = Clock()
+    backend = NvmlBackend(pynvml, clock=clock)
     backend.open()
     collector = Collector(backend, parse_counters(csv, "nvlink.csv"), CollectorOptions())
     try:
@@ -100,17 +114,16 @@ def test_nvlink_per_link_bandwidth_direction_and_errors(fake_nvml: FakeNvml) -> 
         with fake_nvml.lock:
             gpu0.nvlink_tx_kib = [kib + (40_000 if link == 3 else 0) for link, kib in enumerate(gpu0.nvlink_tx_kib)]
             gpu0.nvlink_rx_kib = [kib + 10_000 for kib in gpu0.nvlink_rx_kib]
-        time.sleep(0.5)
+        clock.now += 0.5
         rows = scrape(collector)
     finally:
         backend.close()
-    # DCGM's per-link fields: the same delta KiB / s / 1000, with the link as the scope; ~0.5 s between samples
+    # DCGM's per-link fields: the same delta KiB / s / 1000, with the link as the scope; 0.5 s between samples
     rate = {name: value(rows, f"DCGM_FI_DEV_NVLINK_{name}", gpu="0") for name in (
         "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL")}
-    assert 40 < rate["TX_BANDWIDTH_L3"] <= 80 and 10 < rate["RX_BANDWIDTH_L3"] <= 20  # <= 1 s between samples
-    assert abs(rate["BANDWIDTH_L3"] - rate["TX_BANDWIDTH_L3"] - rate["RX_BANDWIDTH_L3"]) <= 2
-    assert abs(rate["TX_BANDWIDTH_TOTAL"] - rate["TX_BANDWIDTH_L3"]) <= 1  # only link 3 sent
-    assert abs(rate["RX_BANDWIDTH_TOTAL"] - 12 * rate["RX_BANDWIDTH_L3"]) <= 12  # 12 links received alike
+    assert rate == {"TX_BANDWIDTH_L3": 80, "RX_BANDWIDTH_L3": 20, "BANDWIDTH_L3": 100,
+                    "TX_BANDWIDTH_TOTAL": 80,  # only link 3 sent
+                    "RX_BANDWIDTH_TOTAL": 240}  # 12 links received alike
     # link 12 does not exist on this GPU: unsupported there, read on GPU 1 (18 links)
     assert value(rows, "gpu_exporter_field_supported", gpu="0", field="DCGM_FI_DEV_NVLINK_BANDWIDTH_L12") == 0
     assert not series(rows, "DCGM_FI_DEV_NVLINK_BANDWIDTH_L12", gpu="0")
@@ -245,12 +258,12 @@ def test_xid_events_become_the_xid_series(fake_nvml: FakeNvml) -> None:
         assert fake_nvml.wait_for_event_registration(0, timeout=5)
         fake_nvml.inject_xid(1, 48)
         fake_nvml.inject_xid(0, 94, gi=2, ci=0)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+
+        def both_seen() -> list | None:
             rows = scrape(collector)
-            if len(series(rows, "DCGM_FI_DEV_XID_ERRORS")) == 2:
-                break
-            time.sleep(0.05)
+            return rows if len(series(rows, "DCGM_FI_DEV_XID_ERRORS")) == 2 else None
+
+        rows = wait_until(both_seen, 5, "both XIDs in DCGM_FI_DEV_XID_ERRORS")
     finally:
         collector.stop()
         backend.close()
@@ -384,18 +397,19 @@ def test_xid_events_counted_in_the_window(fake_nvml: FakeNvml) -> None:
     backend = NvmlBackend(pynvml)
     backend.open()
     collector = Collector(backend, parse_counters(csv, "xid.csv"), CollectorOptions(xid_count_window_ms=120_000))
-    counted: dict[tuple[str, str | None], float] = {}
     try:
         scrape(collector)
         assert fake_nvml.wait_for_event_registration(0, timeout=5)
         assert fake_nvml.wait_for_event_registration(1, timeout=5)
         for gpu, xid in ((0, 79), (0, 79), (1, 48)):
             fake_nvml.inject_xid(gpu, xid)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and sum(counted.values()) < 3:
+
+        def counted_all() -> tuple[list, dict[tuple[str, str | None], float]] | None:
             rows = scrape(collector)
             counted = {(r[1]["gpu"], r[1].get("xid")): r[2] for r in series(rows, "DCGM_EXP_XID_ERRORS_COUNT")}
-            time.sleep(0.05)
+            return (rows, counted) if sum(counted.values()) >= 3 else None
+
+        rows, counted = wait_until(counted_all, 5, "three XIDs counted")
     finally:
         collector.stop()
         backend.close()

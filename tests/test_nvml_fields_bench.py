@@ -14,6 +14,8 @@ from exporter.fields import FIELDS
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
 
+pytestmark = pytest.mark.unit
+
 fake_nvml = fakenvml.fake_nvml
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "nvml_fields.py"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pynvml
+import pytest
 
 from exporter.backends.nvml import NvmlBackend
 from exporter.collector import Collector, CollectorOptions, PodAttribution
@@ -18,6 +19,8 @@ from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fake_node import FakeNode
 from tests.fakenvml import MIB, FakeNvml, FakeProcess, FakeProcessSample
+
+pytestmark = pytest.mark.unit
 
 fake_nvml = fakenvml.fake_nvml
 

@@ -16,6 +16,8 @@ from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, value
 from tests.fakenvml import FakeNvml
 
+pytestmark = pytest.mark.unit
+
 fake_nvml = fakenvml.fake_nvml
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from adapter.kube.object_store import MetadataStore
 from adapter.rules.selectors import Requirement, matches, parse_selector
+
+pytestmark = pytest.mark.unit
 
 Model = dict[str, dict[str, dict[str, str]]]  # namespace ("" for cluster-scoped) -> name -> labels
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,9 @@ from exporter.procfs import NoPod, ProcFs, Visibility
 from tests.fake_node import FakeNode
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube import pod as fake_pod
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.unit, pytest.mark.lowest]
 
 UID = "3f1c2b7a-9d4e-4c1b-8a2f-0e6d5c4b3a21"
 CID = "4b5c8f0e9a1d2c3b4a5f6e7d8c9b0a1f2e3d4c5b6a7f8e9d0c1b2a3f4e5d6c7b"
@@ -138,13 +139,7 @@ def _on_node(node_name: str, name: str, uid: str, container_id: str, labels: dic
     return obj
 
 
-def _wait(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
+@pytest.mark.e2e
 def test_kubernetes_api_directory_lists_then_watches_this_nodes_pods(fake_kube: FakeKube, tmp_path: Path) -> None:
     fake_kube.put("", "v1", "pods", _on_node("node-a", "infer-0", UID, CID, {"app": "llm"}))
     fake_kube.put("", "v1", "pods", _on_node("node-b", "elsewhere", "1" * 32, "b" * 64))
@@ -162,25 +157,25 @@ def test_kubernetes_api_directory_lists_then_watches_this_nodes_pods(fake_kube: 
         # a new pod, a label change and a deletion arrive through the watch, with no further list
         new_uid = "9" * 32
         fake_kube.put("", "v1", "pods", _on_node("node-a", "late", new_uid, "c" * 64))
-        _wait(lambda: directory.pod(new_uid) == PodName("ml", "late"))
+        wait_until(lambda: directory.pod(new_uid) == PodName("ml", "late"))
         fake_kube.put("", "v1", "pods", _on_node("node-a", "infer-0", UID, CID, {"app": "llm", "tier": "gold"}))
-        _wait(lambda: directory.by_name("ml", "infer-0").labels.get("tier") == "gold")  # type: ignore[union-attr]
+        wait_until(lambda: directory.by_name("ml", "infer-0").labels.get("tier") == "gold")  # type: ignore[union-attr]
         fake_kube.delete("", "v1", "pods", "ml", "late")
-        _wait(lambda: directory.pod(new_uid) is None)
+        wait_until(lambda: directory.pod(new_uid) is None)
         assert fake_kube.count("GET", "/api/v1/pods", watch=False) == 1
 
         # the watch expires (410): the directory lists again and keeps up
         fake_kube.compact()
         fake_kube.expire_watches()
         fake_kube.put("", "v1", "pods", _on_node("node-a", "after-410", "8" * 32, "d" * 64))
-        _wait(lambda: directory.pod("8" * 32) is not None)
-        _wait(lambda: fake_kube.count("GET", "/api/v1/pods", watch=False) == 2)
+        wait_until(lambda: directory.pod("8" * 32) is not None)
+        wait_until(lambda: fake_kube.count("GET", "/api/v1/pods", watch=False) == 2)
 
         # the API server goes away: the last known pods stay, and changes made meanwhile arrive after it is back
         fake_kube.stop()
         assert directory.pod(UID) == PodName("ml", "infer-0")
         fake_kube.put("", "v1", "pods", _on_node("node-a", "while-down", "7" * 32, "e" * 64))
         fake_kube.start()
-        _wait(lambda: directory.pod("7" * 32) is not None, timeout=20)
+        wait_until(lambda: directory.pod("7" * 32) is not None, timeout=20)
     finally:
         directory.stop()

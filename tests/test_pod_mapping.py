@@ -18,6 +18,8 @@ from exporter.pod_mapping import (
     pod_labels_for,
 )
 
+pytestmark = pytest.mark.unit
+
 UUID0 = "GPU-8f2c0a1e-1111-2222-3333-444455556666"
 UUID1 = "GPU-1b3d5f70-aaaa-bbbb-cccc-ddddeeeeffff"
 UUID2 = "GPU-2ce7a541-0000-1111-2222-333344445555"  # MIG-enabled parent

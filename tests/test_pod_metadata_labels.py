@@ -17,6 +17,8 @@ from exporter.pod_metadata_labels import (
     split_patterns,
 )
 
+pytestmark = pytest.mark.unit
+
 UPSTREAM = "kubernetes_label_filter_test.go:"
 INCLUDE = UPSTREAM + "TestShouldIncludeLabel/"
 

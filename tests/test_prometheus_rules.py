@@ -8,10 +8,13 @@ import shutil
 from pathlib import Path
 
 import promql_parser
+import pytest
 import yaml
 
 from tests.support.k8s_validation import REPO, find, one, run, tool
 from tests.test_chart import CHART, render
+
+pytestmark = pytest.mark.tools
 
 UNIT_TESTS = REPO / "tests" / "promtool" / "gpu-autoscaler-rules.test.yaml"
 

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from adapter.rules.promql import PromQLError, check_label_name, matcher, one_of, quote, regex_literal
 from tests.support.promql_checks import SPECIALS, hostile_text, parsed_matchers
 
+pytestmark = pytest.mark.unit
+
 nasty_text = hostile_text(12)
 
 

@@ -15,6 +15,8 @@ from adapter.provider.custom import CustomMetrics
 from adapter.provider.engine import Engine
 from tests.conformance.upstream import catalogue_for, rules_config, series
 
+pytestmark = pytest.mark.unit
+
 RULES = [
     {"seriesQuery": 'util{namespace!="",pod!=""}', "name": {"as": "util_raw"},
      "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},

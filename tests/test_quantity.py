@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from adapter.api.quantity import format_quantity, milli_value, parse_quantity
 
+pytestmark = pytest.mark.unit
+
 CANONICAL = re.compile(r"^(0|-?[1-9][0-9]*(n|u|m|k|M|G|T|P|E)?)$")
 SUFFIX_EXPONENT = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 

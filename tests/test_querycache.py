@@ -22,11 +22,14 @@ from adapter.prometheus.client import (
     Sample,
 )
 from adapter.prometheus.querycache import QueryCache
-from tests.support.adapter_metrics import eventually, scrape, value
+from tests.support.adapter_metrics import scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until, wait_until_async
+
+pytestmark = pytest.mark.unit
 
 
 class ScriptedClient:
@@ -65,21 +68,12 @@ def make(ttl_s: float = 5.0, **kw: Any) -> tuple[QueryCache, ScriptedClient, Clo
     return QueryCache(client, ttl_s=ttl_s, clock=clock, **kw), client, clock  # type: ignore[arg-type]
 
 
-async def until(check: Any, what: str = "condition") -> None:
-    """Let other tasks run until ``check()`` holds (bounded, so a bug fails instead of hanging)."""
-    for _ in range(10_000):
-        if check():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"{what} never happened")
-
-
 def test_identical_concurrent_queries_share_one_prometheus_call() -> None:
     async def scenario() -> None:
         cache, client, _ = make(ttl_s=0)
         client.gate.clear()
         tasks = [asyncio.create_task(cache.query("up")) for _ in range(100)]
-        await until(lambda: cache.stats.coalesced == 99, "99 coalesced waiters")
+        await wait_until_async(lambda: cache.stats.coalesced == 99, what="99 coalesced waiters", interval=0)
         client.gate.set()
         results = await asyncio.gather(*tasks)
         assert client.calls == ["up"]
@@ -108,7 +102,7 @@ def test_an_error_is_shared_by_the_waiters_but_never_kept() -> None:
         client.gate.clear()
         client.answer = PrometheusUnavailable("down")
         tasks = [asyncio.create_task(cache.query("up")) for _ in range(10)]
-        await until(lambda: cache.stats.coalesced == 9)
+        await wait_until_async(lambda: cache.stats.coalesced == 9, what="9 coalesced waiters", interval=0)
         client.gate.set()
         outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         assert all(isinstance(o, PrometheusUnavailable) for o in outcomes)
@@ -221,7 +215,7 @@ def test_a_caller_that_goes_away_does_not_cancel_the_query_for_the_others() -> N
         client.gate.clear()
         first = asyncio.create_task(cache.query("up"))
         second = asyncio.create_task(cache.query("up"))
-        await until(lambda: cache.stats.coalesced == 1)
+        await wait_until_async(lambda: cache.stats.coalesced == 1, what="1 coalesced waiter", interval=0)
         first.cancel()
         client.gate.set()
         assert await second == client.answer
@@ -242,25 +236,6 @@ def test_the_observer_sees_each_prometheus_call_with_its_rule_label() -> None:
 
     asyncio.run(scenario())
     assert seen == [("rules[0]", None), ("rules[1]", QueryFailed)]
-
-
-def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(
-        prometheus_factory: Any) -> None:
-    endpoint = MetricsEndpoint("up_test 1\n")
-    try:
-        prom = prometheus_factory([endpoint.address], scrape_interval="2s")
-        prom.wait_targets_up()
-
-        async def read() -> list[float]:
-            client = PrometheusClient(PrometheusConfig(url=prom.url, method="POST"))
-            try:
-                return await client.scrape_intervals()
-            finally:
-                await client.aclose()
-
-        assert asyncio.run(read()) == [2.0]
-    finally:
-        endpoint.stop()
 
 
 # -- the real adapter process ---------------------------------------------------------------------------------
@@ -299,10 +274,25 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prome
         endpoint.stop()
 
 
+@pytest.mark.e2e
+def test_scrape_intervals_from_a_real_prometheus_over_get_even_when_queries_use_post(prometheus: tuple) -> None:
+    prom, _ = prometheus  # the module's Prometheus, scraping every 2 s; only read here
+
+    async def read() -> list[float]:
+        client = PrometheusClient(PrometheusConfig(url=prom.url, method="POST"))
+        try:
+            return await client.scrape_intervals()
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(read()) == [2.0]
+
+
 def start_adapter(prom_url: str, tmp: Path, *args: str) -> AdapterProcess:
     return AdapterProcess(prom_url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"), *args])
 
 
+@pytest.mark.e2e
 def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, hold_queries=True)
@@ -312,7 +302,7 @@ def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus:
                           limits=httpx.Limits(max_connections=100)) as client, ThreadPoolExecutor(100) as pool:
             pending = [pool.submit(client.get, POD) for _ in range(100)]
             # all 100 are inside the adapter when 99 of them joined the one query Prometheus is holding
-            eventually(lambda: value(scrape(adapter), "gpu_adapter_query_cache_requests_total",
+            wait_until(lambda: value(scrape(adapter), "gpu_adapter_query_cache_requests_total",
                                      result="coalesced") == 99, what="99 coalesced requests")
             proxy.release()
             responses = [p.result() for p in pending]
@@ -327,13 +317,14 @@ def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus:
         proxy.stop()
 
 
+@pytest.mark.e2e
 def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url)
     adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s")
     try:
         # Prometheus scrapes every 2 s, so a result is reused for 2 s at most, not the 5 s asked for
-        eventually(lambda: value(scrape(adapter), "gpu_adapter_query_cache_ttl_seconds") == 2.0,
+        wait_until(lambda: value(scrape(adapter), "gpu_adapter_query_cache_ttl_seconds") == 2.0,
                    what="reuse capped at the 2 s scrape interval")
         for _ in range(2):
             response = adapter.get(BROKEN)
@@ -348,13 +339,14 @@ def test_reuse_follows_the_scrape_interval_and_errors_are_never_reused(prometheu
         proxy.stop()
 
 
+@pytest.mark.e2e
 def test_without_a_targets_api_nothing_is_reused_and_that_is_logged_once(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, targets_status=404)
     # no --metrics-max-age: with the scrape interval unknown, the look-back is 1 s + Prometheus' default 1 m
     adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "5s", "--metrics-relist-interval", "1s")
     try:
-        eventually(lambda: proxy.paths["/api/v1/targets"] >= 3, what="three relists asking for targets")
+        wait_until(lambda: proxy.paths["/api/v1/targets"] >= 3, what="three relists asking for targets")
         # read once per relist (one series call each: both rules share their seriesQuery), for discovery and cache
         relists = proxy.paths["/api/v1/series"]
         assert relists <= proxy.paths["/api/v1/targets"] <= relists + 1

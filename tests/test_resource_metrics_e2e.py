@@ -18,6 +18,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.resource_rules import resource_rules_yaml
 
+pytestmark = pytest.mark.e2e
+
 EXPOSITION = """\
 cpu_cores{namespace="ml",pod="infer-0",container="main",node="node-a"} 0.25
 cpu_cores{namespace="ml",pod="infer-0",container="sidecar",node="node-a"} 0.000123456

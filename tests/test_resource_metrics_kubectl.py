@@ -18,6 +18,8 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.tools import require_tool
 from tests.test_resource_metrics_e2e import EXPOSITION, RULES
 
+pytestmark = [pytest.mark.e2e, pytest.mark.tools]
+
 
 @pytest.fixture(scope="module")
 def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], AdapterProcess]]:

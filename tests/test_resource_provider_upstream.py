@@ -21,6 +21,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
 from tests.support.resource_rules import resource_rules_yaml
 
+pytestmark = pytest.mark.e2e
+
 UPSTREAM = "prometheus-adapter pkg/resourceprovider/provider_test.go"
 NAN = float("nan")
 

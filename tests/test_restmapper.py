@@ -3,7 +3,6 @@ singulars, short names and CRDs; refreshed while the adapter runs, so a CRD inst
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,9 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.fake_kube import FakeKube
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
@@ -97,10 +99,8 @@ def test_a_crd_installed_while_the_adapter_runs_is_served_without_a_restart(fake
         listing = "/apis/custom.metrics.k8s.io/v1beta2"
         assert "brand.cheese.io/cheese_sales" in _names(adapter, listing)  # not in discovery yet: as written
         fake_kube.register("cheese.io", "v1", "brands", "Brand")
-        deadline = time.monotonic() + 15
-        while "brands.cheese.io/cheese_sales" not in _names(adapter, listing):
-            assert time.monotonic() < deadline, _names(adapter, listing)
-            time.sleep(0.3)
+        wait_until(lambda: "brands.cheese.io/cheese_sales" in _names(adapter, listing), 15,
+                   "the CRD's resource in discovery")
         body = adapter.get(f"{listing}/namespaces/default/brands.cheese.io/gouda/cheese_sales").json()
         [item] = body["items"]
         assert item["describedObject"] == {"kind": "Brand", "namespace": "default", "name": "gouda",

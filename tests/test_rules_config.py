@@ -18,6 +18,8 @@ from adapter.rules import (
 )
 from adapter.rules.template import Template, TemplateError
 
+pytestmark = pytest.mark.unit
+
 # The shape users copy from prometheus-adapter docs and charts for dcgm-exporter (honorLabels: false).
 DCGM_ADAPTER_RULES = """\
 rules:

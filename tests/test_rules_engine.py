@@ -36,6 +36,8 @@ from adapter.rules.promql import matcher, one_of, quote, regex_literal
 from tests.support.tools import require_tool
 from tests.test_rules_config import DCGM_ADAPTER_RULES, HELM_DEFAULT_RULES
 
+pytestmark = pytest.mark.unit
+
 PODS = GroupResource("", "pods")
 NAMESPACES = GroupResource("", "namespaces")
 SERVICES = GroupResource("", "services")
@@ -641,6 +643,8 @@ def test_external_query_injection(namespace: str, selector: list[tuple[str, str,
     assert matchers_of(selected) == [*expected, ("namespace", "=", namespace)]
 
 
+@pytest.mark.e2e
+@pytest.mark.tools
 def test_escaped_names_select_exactly_those_objects_in_real_prometheus(tmp_path: Path) -> None:
     names = ['a"b', "c\\d", "e.f", "g|h", "ü-ñ", "(x)*"]
     decoys = ["eXf", "g", "h", "x", "(x)", "ab"]

@@ -13,6 +13,8 @@ from adapter.rules.selectors import parse_selector, to_label_values
 from tests.conformance.upstream import catalogue_for, custom_query_args, one_binding, render_template, rules_config
 from tests.conformance.upstream import series as series_of
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(("query", "seconds"), [
     ('avg by (pod) (DCGM_FI_DEV_GPU_UTIL{pod="a"})', 0.0),

@@ -13,6 +13,8 @@ import pytest
 
 from adapter.rules import RulesError, parse_rules
 
+pytestmark = pytest.mark.unit
+
 QUERY = "metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'"
 EXTERNAL_QUERY = "metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'"
 

@@ -24,6 +24,8 @@ from adapter.rules import (
 from adapter.rules.promql import quote
 from tests.test_rules_engine import assert_promql, matchers_of, selectors
 
+pytestmark = pytest.mark.unit
+
 PER_POD_IN_RULE_ORDER = (
     "DCGM_FI_DEV_GPU_UTIL",
     "DCGM_FI_DEV_FB_USED",
@@ -200,6 +202,7 @@ def _util_series(honor_labels: bool) -> dict[str, float]:
     }
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("honor_labels", [True, False])
 def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path, honor_labels: bool) -> None:
     catalogue = catalogue_for(dcgm_series(honor_labels=honor_labels))
@@ -217,6 +220,7 @@ def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path,
         assert_promql(tmp_path, _util_series(honor_labels), first, [])
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("honor_labels", [True, False])
 def test_service_value_is_the_average_of_all_gpus_in_real_prometheus(tmp_path: Path, honor_labels: bool) -> None:
     [binding] = catalogue_for(dcgm_series(honor_labels=honor_labels)).lookup("DCGM_FI_DEV_GPU_UTIL_AVG", "service")
@@ -259,6 +263,7 @@ def test_shared_gpu_metrics_are_discovered_for_pods(honor_labels: bool) -> None:
         assert resource_labels == (["pod"] if honor_labels else ["pod", "exported_pod"])
 
 
+@pytest.mark.tools
 @pytest.mark.parametrize("honor_labels", [True, False])
 @pytest.mark.parametrize("name", SHARED_GPU_METRICS)
 def test_shared_gpu_share_per_pod_in_real_prometheus(tmp_path: Path, honor_labels: bool, name: str) -> None:

@@ -16,10 +16,13 @@ import pytest
 
 from adapter.rules import RulesError
 from adapter.rules.source import RulesSource
-from tests.support.adapter_metrics import eventually, scrape, value
+from tests.support.adapter_metrics import scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.unit
 
 RULE_UTIL = """\
 - seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}'
@@ -158,6 +161,7 @@ def groups(adapter: AdapterProcess) -> set[str]:
     return {g["name"] for g in adapter.get("/apis").json()["groups"]}
 
 
+@pytest.mark.e2e
 def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) -> None:
     mount = ConfigMapMount(tmp_path)
     mount.write(V1)
@@ -169,7 +173,7 @@ def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) ->
         assert groups(adapter) == {"custom.metrics.k8s.io"}
 
         mount.write(V2)
-        eventually(lambda: "pods/gpu_util_renamed" in discovered(adapter), what="the new metric in discovery")
+        wait_until(lambda: "pods/gpu_util_renamed" in discovered(adapter), what="the new metric in discovery")
         response = adapter.get(f"{CUSTOM}/namespaces/ml/pods/infer-0/gpu_util_renamed")
         assert response.status_code == 200 and response.json()["items"][0]["value"] == "80"
         assert groups(adapter) == {"custom.metrics.k8s.io", "external.metrics.k8s.io"}  # externalRules now
@@ -177,14 +181,14 @@ def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) ->
         assert response.status_code == 200 and response.json()["items"][0]["value"] == "120"
 
         mount.write(BAD)
-        eventually(lambda: value(scrape(adapter), "gpu_adapter_rules_reloads_total", result="rejected") == 1,
+        wait_until(lambda: value(scrape(adapter), "gpu_adapter_rules_reloads_total", result="rejected") == 1,
                    what="the bad edit refused")
         response = adapter.get(f"{CUSTOM}/namespaces/ml/pods/infer-0/gpu_util_renamed")  # old rules still served
         assert response.status_code == 200 and response.json()["items"][0]["value"] == "80"
         assert "pods/gpu_util_renamed" in discovered(adapter)
 
         mount.write(V1)  # a later valid edit still applies: reloading goes on after a refusal
-        eventually(lambda: "pods/gpu_util_renamed" not in discovered(adapter), what="the metric gone again")
+        wait_until(lambda: "pods/gpu_util_renamed" not in discovered(adapter), what="the metric gone again")
         samples = scrape(adapter)
         assert value(samples, "gpu_adapter_rules_reloads_total", result="applied") == 2
         assert value(samples, "gpu_adapter_rules", section="rules") == 1
@@ -197,6 +201,7 @@ def test_rules_reload_without_restart(prom: PrometheusServer, tmp_path: Path) ->
     assert "ERROR" in refused[0]
 
 
+@pytest.mark.e2e
 def test_reloading_can_be_turned_off(prom: PrometheusServer, tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(V1)
@@ -207,7 +212,7 @@ def test_reloading_can_be_turned_off(prom: PrometheusServer, tmp_path: Path) -> 
         path.write_text(V2)
         # several relists later the new rules are still not in force
         first = value(scrape(adapter), "gpu_adapter_discovery_last_success_timestamp_seconds")
-        eventually(lambda: (value(scrape(adapter), "gpu_adapter_discovery_last_success_timestamp_seconds") or 0)
+        wait_until(lambda: (value(scrape(adapter), "gpu_adapter_discovery_last_success_timestamp_seconds") or 0)
                    >= (first or 0) + 2, what="two more relists")
         assert discovered(adapter) == {"pods/DCGM_FI_DEV_GPU_UTIL", "namespaces/DCGM_FI_DEV_GPU_UTIL"}
         assert value(scrape(adapter), "gpu_adapter_rules_reloads_total", result="applied") == 0

@@ -21,6 +21,8 @@ from adapter.rules.selectors import (
 )
 from tests.support.promql_checks import hostile_text, parsed_matchers
 
+pytestmark = pytest.mark.unit
+
 R = Requirement
 # A label value as Kubernetes validates it (apimachinery validation.IsValidLabelValue).
 K8S_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")

@@ -17,10 +17,13 @@ from adapter.rules import parse_rules
 from adapter.rules.loader import rule_label
 from adapter.server.observe import ObserveRequests, route_of
 from adapter.server.selfmetrics import ROUTES, AdapterMetrics
-from tests.support.adapter_metrics import Samples, eventually, scrape, value
+from tests.support.adapter_metrics import Samples, scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.unit
 
 C = "/apis/custom.metrics.k8s.io"
 E = "/apis/external.metrics.k8s.io"
@@ -151,6 +154,7 @@ def count(samples: Samples, route: str, code: str) -> float:
     return value(samples, "gpu_adapter_request_duration_seconds_count", route=route, code=code) or 0
 
 
+@pytest.mark.e2e
 def test_self_metrics_after_real_requests(adapter: tuple[AdapterProcess, float]) -> None:
     process, started = adapter
     before = scrape(process)
@@ -206,11 +210,12 @@ def test_self_metrics_after_real_requests(adapter: tuple[AdapterProcess, float])
     assert (value(after, "process_resident_memory_bytes") or 0) > 0
 
 
+@pytest.mark.e2e
 def test_discovery_failures_are_counted_and_the_last_success_is_absent_until_one(tmp_path: Path) -> None:
     process = AdapterProcess(f"http://127.0.0.1:{free_port()}", str(tmp_path / "certs"),
                              ["--prometheus-timeout", "1s"], wait_ready=False)
     try:
-        eventually(lambda: (value(scrape(process), "gpu_adapter_discovery_failures_total") or 0) >= 1,
+        wait_until(lambda: (value(scrape(process), "gpu_adapter_discovery_failures_total") or 0) >= 1,
                    what="a failed relist counted")
         samples = scrape(process)
         assert value(samples, "gpu_adapter_discovery_last_success_timestamp_seconds") is None  # never made up

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,9 @@ from adapter.auth.stack import add_client_cas
 from adapter.server.serving import server_context, uvicorn_config
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
 SERVER_CA = make_ca("serving-ca")
 PROXY_CA = make_ca("front-proxy-ca")
@@ -40,10 +42,7 @@ class Served:
         self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+        wait_until(lambda: self.server.started, 10, "uvicorn started", interval=0.02)
         self.tmp = tmp
 
     def get(self, client_cert: Issued | None) -> httpx.Response:

@@ -21,6 +21,8 @@ from exporter.shared_gpu import EntityShares, PodShare, Unplaced, attribute
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fake_node import FakeNode, FakePod
 
+pytestmark = pytest.mark.unit
+
 MIB = 1024 * 1024
 SHARED = "nvidia.com/gpu.shared"
 SM, FB = "gpu_pod_sm_utilization_ratio", "gpu_pod_framebuffer_used_bytes"

@@ -10,15 +10,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from exporter.backends.fake import fake_gpu_uuid
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fake_node import FakeNode
 from tests.support.exporter_process import ExporterProcess
-from tests.test_exporter_e2e import wait_until
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.podresources_server import FakePodResourcesServer
     from tests.support.prometheus import PrometheusServer
+
+pytestmark = pytest.mark.e2e
 
 SHARED = "nvidia.com/gpu.shared"
 

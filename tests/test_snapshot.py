@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from exporter.exposition import Family
 from exporter.snapshot import Snapshot
 from tests.exporter_helpers import parse_metrics
+
+pytestmark = pytest.mark.unit
 
 
 def families(values: dict[int, float]) -> list[Family]:

@@ -12,6 +12,9 @@ import pytest
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 RULES = """\
 rules:
@@ -76,10 +79,3 @@ def test_values_while_fresh_and_none_once_the_target_stopped_longer_than_the_lim
     wait_until(lambda: adapter.get(EXTERNAL).status_code == 404, timeout=5)
     assert prom.query('max_over_time(gpu_queue_depth{namespace="ml",pod="worker-0"}[10m])')[0]["value"][1] == "7"
 
-
-def wait_until(condition, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s")
-        time.sleep(0.25)

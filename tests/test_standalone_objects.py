@@ -15,6 +15,8 @@ from adapter.kube.standalone import ObjectsFileError, StandaloneObjects, parse_o
 from adapter.rules import normalise_resource
 from adapter.rules.selectors import parse_selector
 
+pytestmark = pytest.mark.unit
+
 PODS = normalise_resource("pods")
 
 

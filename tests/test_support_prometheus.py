@@ -13,6 +13,8 @@ from tests.support.metrics_endpoint import MetricsEndpoint
 if TYPE_CHECKING:
     from tests.support.prometheus import PrometheusServer
 
+pytestmark = pytest.mark.e2e
+
 # Registered as a plugin (not imported at module level) so pytest can rewrite its asserts without warning.
 
 METRICS_BODY = '# TYPE test_metric gauge\ntest_metric{a="b"} 42\n'

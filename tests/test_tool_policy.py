@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import tools
 
+pytestmark = pytest.mark.unit
+
 NOT_A_TOOL = "gpu-autoscaler-no-such-tool"
 
 

@@ -13,6 +13,8 @@ import pytest
 
 from adapter.prometheus.coalescing import CoalescingCache
 
+pytestmark = pytest.mark.unit
+
 
 async def settle() -> None:
     for _ in range(20):

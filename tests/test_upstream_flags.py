@@ -18,6 +18,8 @@ from adapter.cli.upstream import FLAGS, Disposition, UpstreamFlag, UpstreamFlagE
 from adapter.server.serving import TLSSettings, TLSSettingsError, listening_socket
 from tests.support.docs import generated_block
 
+pytestmark = pytest.mark.unit
+
 SAMPLE = {"string": "x", "bool": "true", "int": "3", "float": "1.5", "duration": "30s", "ip": "127.0.0.1",
           "stringSlice": "a,b", "stringArray": "k=v"}
 
@@ -101,6 +103,7 @@ def test_refusals_say_why(args: list[str], needle: str) -> None:
         translate(args)
 
 
+@pytest.mark.e2e
 def test_upstream_deployment_manifest_command_line_starts(tmp_path: Path) -> None:
     """prometheus-adapter's deploy/manifests/deployment.yaml arguments (v0.12), with our loopback addresses: the
     process parses them and gets as far as serving (here it fails on purpose at the port, which is taken)."""

@@ -16,26 +16,25 @@ import pytest
 from exporter.backends.fake import FakeStateError, fake_gpu_uuid, parse_state
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.support.exporter_process import ExporterProcess
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.prometheus import PrometheusServer
+
+pytestmark = pytest.mark.e2e
 
 pytest_plugins = ["tests.support.prometheus"]
 
 INTERVAL_MS = 200
 MAX_AGE_MS = 1500
+# A GPU whose call hangs is left behind after min(1 s, half the limit), and its values served until the limit: with
+# 3 s, a test has 2 s to see it left behind with its values still served, even on a busy machine.
+LEFT_BEHIND_MAX_AGE_MS = 3000
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
-def start(state: Path, *extra: str) -> ExporterProcess:
+def start(state: Path, *extra: str, max_age_ms: int = MAX_AGE_MS) -> ExporterProcess:
     return ExporterProcess(["--backend", "fake", "--fake-gpu-count", "2", "--fake-state", str(state),
-                            "--collect-interval", str(INTERVAL_MS), "--max-value-age", str(MAX_AGE_MS), *extra])
+                            "--collect-interval", str(INTERVAL_MS), "--max-value-age", str(max_age_ms), *extra])
 
 
 def gpus(util0: int, util1: int, hang: bool = False) -> dict:
@@ -51,21 +50,27 @@ def util(exporter: ExporterProcess, gpu: str) -> list[float]:
 def test_a_hung_gpu_leaves_metrics_after_the_limit_the_other_stays_fresh_and_it_comes_back(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     write_state(state, gpus(10, 70))
-    exporter = start(state)
+    exporter = start(state, max_age_ms=LEFT_BEHIND_MAX_AGE_MS)
     log = ""
     try:
         assert util(exporter, "0") == [10] and util(exporter, "1") == [70]
         write_state(state, gpus(10, 70, hang=True))
         hung_at = time.monotonic()
-        # Until the limit the hung GPU's last values are still served (a short stall does not break series)...
-        time.sleep(0.5)
-        assert util(exporter, "1") == [70]
+
+        def left_behind() -> list | None:
+            rows = parse_metrics(exporter.metrics())
+            return rows if value(rows, "gpu_exporter_gpu_up", gpu="1") == 0 else None
+
+        # Once GPU 1 is left behind as hung, its last values are still served until the limit (a short stall
+        # does not break series)...
+        rows = wait_until(left_behind, what="GPU 1 left behind (gpu_exporter_gpu_up 0)")
+        assert [r[2] for r in series(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="1")] == [70]
         assert exporter.client.get("/health").status_code == 200
         # ...while the other GPU keeps being collected: its new value shows up although GPU 1 hangs.
         write_state(state, gpus(55, 70, hang=True))
-        wait_until(lambda: util(exporter, "0") == [55], timeout=3)
+        wait_until(lambda: util(exporter, "0") == [55])
         wait_until(lambda: util(exporter, "1") == [])
-        assert time.monotonic() - hung_at >= MAX_AGE_MS / 1000 - 0.1
+        assert time.monotonic() - hung_at >= LEFT_BEHIND_MAX_AGE_MS / 1000 - 0.1
         rows = parse_metrics(exporter.metrics())
         assert not [r for r in rows if r[0].startswith("DCGM_") and r[1].get("gpu") == "1"]
         assert value(rows, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == 55
@@ -146,10 +151,8 @@ def test_sigterm_while_nvml_hangs_still_stops_the_exporter_promptly(tmp_path: Pa
     health = exporter.client.get("/health")
     assert health.status_code == 503
     assert health.text.startswith("no collection yet: backend call begin_collection has not returned for ")
-    asked = time.monotonic()
     log = exporter.stop()
-    assert exporter.proc.returncode == 0, log
-    assert time.monotonic() - asked < 5  # not the 10 s SIGKILL fallback
+    assert exporter.proc.returncode == 0, log  # it stopped by itself, before stop()'s SIGKILL after 10 s
     assert "shutting down" in log
 
 

@@ -14,6 +14,8 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.victoriametrics import TenantGateway, VictoriaMetricsServer
 
+pytestmark = [pytest.mark.e2e, pytest.mark.tools]
+
 EXPOSITION = """\
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-0",namespace="ml",pod="infer-0",container="main"} 50
 DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",namespace="ml",pod="infer-0",container="main"} 100

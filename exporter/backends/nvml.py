@@ -78,10 +78,12 @@ class DeviceContext:
     def __init__(self, nv: Any, gpu: Any, dev: Any, xid: Callable[[], int | None],
                  rates: dict[str, tuple[float, float]],
                  gpm: Callable[[bool], Results] | None = None,
-                 sampled: Callable[[str, Callable[[], Any]], Any] | None = None) -> None:
+                 sampled: Callable[[str, Callable[[], Any]], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.nv, self.gpu, self.dev = nv, gpu, dev
         self._xid = xid
         self._rates = rates
+        self._clock = clock
         self._gpm = gpm
         self._sampled = sampled
         self._memo: dict[Any, Any] = {}
@@ -146,7 +148,7 @@ class DeviceContext:
 
     def rate(self, key: str, counter: float) -> float:
         """Per-second rate of a monotonically increasing counter since the previous collection; 0 at first."""
-        now = time.monotonic()
+        now = self._clock()
         previous = self._rates.get(key)
         self._rates[key] = (counter, now)
         if previous is None or now <= previous[1] or counter < previous[0]:
@@ -450,7 +452,8 @@ class NvmlBackend(Backend):
                 self._rates.setdefault(entity.key, {}),
                 (lambda gpu_level: gpm.metrics((entity.gpu, None if gpu_level else entity.gpu_instance_id),
                                                handles.gpu)) if gpm else None,
-                lambda name, call: sampled.get((entity.gpu, name), call))  # a GPU's, MIG or not
+                lambda name, call: sampled.get((entity.gpu, name), call),  # a GPU's, MIG or not
+                self._clock)
             self._contexts[entity.key] = ctx
         return ctx
 

@@ -17,6 +17,8 @@ from adapter.cli.main import app
 from adapter.cli.upstream import UpstreamFlagError, translate
 from tests.conformance.upstream import stated
 
+pytestmark = pytest.mark.unit
+
 ADAPTER_TEST = "cmd/adapter/adapter_test.go"
 OPTIONS_TEST = "custom-metrics-apiserver pkg/cmd/options/options_test.go"
 

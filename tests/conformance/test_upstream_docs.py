@@ -17,6 +17,8 @@ from tests.conformance.upstream import (
     series,
 )
 
+pytestmark = pytest.mark.unit
+
 CONFIG_MD = "docs/config.md"
 SAMPLE_CONFIG = "docs/sample-config.yaml"
 EXTERNAL_MD = "docs/externalmetrics.md"

@@ -11,6 +11,8 @@ from adapter.prometheus.discovery import Discovery
 from adapter.rules.catalogue import distinct_shapes
 from tests.conformance.upstream import UpstreamCase, params, rules_config, series
 
+pytestmark = pytest.mark.unit
+
 LISTER_TEST = "pkg/external-provider/periodic_metric_lister_test.go"
 CONFIG = rules_config(external=[{"seriesQuery": "a_series", "metricsQuery": "sum(<<.Series>>{<<.LabelMatchers>>})"}])
 

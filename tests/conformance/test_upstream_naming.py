@@ -18,6 +18,8 @@ from tests.conformance.upstream import (
     series,
 )
 
+pytestmark = pytest.mark.unit
+
 METRICS_QUERY_TEST = "pkg/naming/metrics_query_test.go"
 REGEX_MATCHER_TEST = "pkg/naming/regex_matcher_test.go"
 METRIC_NAMER = "pkg/naming/metric_namer.go"

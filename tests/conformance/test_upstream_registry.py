@@ -19,6 +19,8 @@ from tests.conformance.upstream import (
     series,
 )
 
+pytestmark = pytest.mark.unit
+
 REGISTRY_TEST = "pkg/custom-provider/series_registry_test.go"
 PROVIDER_TEST = "pkg/custom-provider/provider_test.go"
 

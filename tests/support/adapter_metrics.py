@@ -1,10 +1,8 @@
-"""Reading the adapter's own /metrics in tests, and waiting on them (polling with a deadline, never sleeping)."""
+"""Reading the adapter's own /metrics in tests (wait on them with tests.support.waiting.wait_until)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,18 +25,6 @@ def scrape(adapter: AdapterProcess) -> Samples:
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
-
-def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
-               interval: float = 0.05) -> Any:
-    """Poll ``check()`` until it returns something truthy; return that. Fails the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s (last: {result!r})")
-        time.sleep(interval)
 
 
 def metric_value(adapter: AdapterProcess, name: str, labels: Mapping[str, str] | None = None) -> float | None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 
 import httpx
 
-from tests.support.processes import terminate
+from tests.support.processes import Output, terminate
 from tests.support.prometheus import free_port
+from tests.support.waiting import wait_until
 
 
 class AdapterProcess:
@@ -27,24 +27,26 @@ class AdapterProcess:
              "127.0.0.1", "--secure-port", str(self.port), "--cert-dir", cert_dir,
              *(["--disable-auth"] if disable_auth else []), *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=cwd)
+        self.output = Output(self.proc)
         self.client = httpx.Client(base_url=self.url, verify=False, timeout=10.0)
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"adapter exited with {self.proc.returncode}: {self.proc.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                if self.client.get("/readyz").status_code == 200 or not wait_ready:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                log = self.stop()
-                raise RuntimeError(f"adapter not ready in {ready_timeout}s: {log}")
-            time.sleep(0.1)
+        try:
+            wait_until(lambda: (status := self._readyz()) is not None and (status == 200 or not wait_ready),
+                       ready_timeout, "/readyz answering 200" if wait_ready else "/readyz answering", interval=0.1)
+        except AssertionError as exc:
+            raise RuntimeError(f"adapter: {exc}: {self.stop()}") from None
+
+    def _readyz(self) -> int | None:
+        """``GET /readyz``'s status; None while nothing listens."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"adapter exited with {self.proc.returncode}: {self.output.finish()}")
+        try:
+            return self.client.get("/readyz").status_code
+        except httpx.TransportError:
+            return None
 
     def get(self, path: str, **params: str) -> httpx.Response:
         return self.client.get(path, params=params or None)
 
     def stop(self) -> str:
         self.client.close()
-        return terminate(self.proc)
+        return terminate(self.proc, output=self.output)

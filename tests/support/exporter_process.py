@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from tests.support.processes import terminate
+from tests.support.processes import Output, terminate
 from tests.support.prometheus import free_port
+from tests.support.waiting import wait_until
 
 
 class ExporterProcess:
@@ -29,19 +29,21 @@ class ExporterProcess:
             [sys.executable, "-m", "exporter", *listen, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, **env}, start_new_session=True)
+        self.output = Output(self.proc)
         self.client = httpx.Client(base_url=self.url, timeout=5.0, **(client or {}))
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"exporter exited with {self.proc.returncode}: {self.proc.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                self.client.get("/health")
-                return
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("exporter did not start listening") from None
-                time.sleep(0.05)
+        try:
+            wait_until(self._answering, startup_timeout, "the exporter answering /health")
+        except AssertionError as exc:
+            raise RuntimeError(f"{exc}: {self.stop()}") from None
+
+    def _answering(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"exporter exited with {self.proc.returncode}: {self.output.finish()}")
+        try:
+            self.client.get("/health")
+            return True
+        except httpx.TransportError:
+            return False
 
     def metrics(self) -> str:
         response = self.client.get("/metrics", headers={"Accept-Encoding": "identity"})
@@ -51,4 +53,4 @@ class ExporterProcess:
     def stop(self) -> str:
         """Stop with SIGTERM (as the kubelet does) and return what the process logged."""
         self.client.close()
-        return terminate(self.proc)
+        return terminate(self.proc, output=self.output)

@@ -4,6 +4,7 @@ malformed, cut and byte-by-byte answers are possible. Serve it with ``asyncio.st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Server:
     most_open: int = 0
     requests: list[Request] = field(default_factory=list)
     eofs: int = 0  # connections the client closed
+    closed: int = 0  # connections whose socket is closed on this side (the client can see their end)
     hold: asyncio.Event | None = None  # when set by a test, every answer waits for it
     byte_by_byte: bool = False  # each answer one byte per write: the client's parser is fed across many reads
 
@@ -61,6 +63,9 @@ class Server:
         finally:
             self.open_now -= 1
             writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self.closed += 1
 
     async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         for piece in [data[i:i + 1] for i in range(len(data))] if self.byte_by_byte else [data]:
