@@ -16,7 +16,7 @@ LOWEST := $(CURDIR)/.venv-lowest
 # tests/test_markers.py checks that each module has one):
 #   unit    no servers, processes or tools          e2e    starts Prometheus, the exporter, the adapter, ...
 #   tools   helm, kubectl, promtool, buildah, ...   demo   the minute-long demo     image   builds the image
-#   lowest  end-to-end tests that exercise a dependency (kubernetes client, httpx, uvicorn, grpcio)
+#   lowest  end-to-end tests that exercise a dependency (kubernetes client, aiohttp, uvicorn, grpcio)
 # make test: ruff and everything; make test-quick: the unit tests; make test-lowest: the unit tests and those
 # marked lowest, at every direct dependency's floor (tests of files and tools, the demo and the other end-to-end
 # tests are not about dependency versions, and CI's 25 minutes on 2 cores do not hold two whole suites).
@@ -67,6 +67,7 @@ lint: install
 	$(PY) -m ruff check .
 
 bench: install tools
+	$(PY) bench/fleet.py
 	$(PY) bench/exporter_scrape.py
 	$(PY) bench/adapter_load.py
 	$(PY) bench/discovery.py
