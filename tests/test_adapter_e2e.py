@@ -379,15 +379,16 @@ def test_https_only_with_tls_1_2_or_newer_and_a_kept_self_signed_certificate(sta
 def test_not_ready_until_discovery_completes_and_a_wrong_url_is_named(tmp_path: Path) -> None:
     """A wrong --prometheus-url shows where a user looks first: one log line at start, the readiness reason (the
     pod stays unready, so the APIService says MissingEndpoints) and every request's 503 name the URL and the error."""
-    from tests.support.adapter_metrics import eventually, metric_value
+    from tests.support.adapter_metrics import metric_value
     from tests.support.prometheus import free_port
+    from tests.support.waiting import wait_until
 
     nowhere = f"http://127.0.0.1:{free_port()}/prom"  # nothing listens: series discovery cannot complete
     adapter = AdapterProcess(nowhere, str(tmp_path / "certs"), ["--prometheus-timeout", "1s"], wait_ready=False)
     try:
         assert adapter.get("/healthz").status_code == 200  # alive, so the kubelet does not restart it
         # not ready: no catalogue to answer from; once the first relist failed, the reason says why
-        eventually(lambda: (metric_value(adapter, "gpu_adapter_discovery_failures_total") or 0) >= 3,
+        wait_until(lambda: (metric_value(adapter, "gpu_adapter_discovery_failures_total") or 0) >= 3,
                    what="three failed relists")
         ready = adapter.get("/readyz")
         assert ready.status_code == 503

@@ -18,12 +18,13 @@ import pytest
 
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from loadtest.hpa.spec import milli
-from tests.support.adapter_metrics import eventually, metric_value
+from tests.support.adapter_metrics import metric_value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.keda import KedaClient, Trigger
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -131,7 +132,7 @@ def served(trigger: Trigger, timeout: float = 30) -> float:
         except grpc.RpcError as exc:
             assert exc.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE), exc.details()
             return None
-    return eventually(lambda: (v := attempt()) is not None and (v,), timeout, "a value")[0]
+    return wait_until(lambda: (v := attempt()) is not None and (v,), timeout, "a value")[0]
 
 
 def status_of(call: Any) -> tuple[grpc.StatusCode, str]:
@@ -282,7 +283,7 @@ def test_a_stale_series_is_no_value(stack: Stack, keda: KedaClient) -> None:
         except grpc.RpcError as exc:
             return exc.code() == grpc.StatusCode.NOT_FOUND
         return False
-    eventually(gone, 20, "NOT_FOUND once the series is stale")
+    wait_until(gone, 20, "NOT_FOUND once the series is stale")
 
 
 BAD_METADATA = [
@@ -415,7 +416,7 @@ def test_prometheus_down_is_unavailable(tmp_path: Path) -> None:
                 assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
                 return exc.details()
             return None
-        assert "unable to fetch metrics" in eventually(unavailable, 20, "UNAVAILABLE")
+        assert "unable to fetch metrics" in wait_until(unavailable, 20, "UNAVAILABLE")
     finally:
         client.close()
         log = running.stop()

@@ -281,13 +281,13 @@ class PrometheusClient:
         return await asyncio.to_thread(_decode, status, body, object_hook)  # megabytes
 
     async def _exchange(self, method: str, url: str, request: dict[str, Any]) -> tuple[int, bytes]:
-        """One request; sent again once when a kept-alive connection turns out closed before any answer (the
-        server may close an idle connection just as it is reused; a query changes nothing, so that is safe)."""
+        """One request; sent again once when the connection fails before any answer (the server may close an idle
+        connection just as it is reused; a query changes nothing, so sending it twice is safe)."""
         for attempt in (1, 2):
             try:
                 async with self._http().request(method, url, **request) as response:
                     return response.status, await _read_capped(response)
-            except aiohttp.ServerDisconnectedError:
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
