@@ -8,8 +8,8 @@ import datetime as dt
 import json
 
 import pytest
-from cryptography import x509
 
+from adapter.auth import authn as authn_module
 from adapter.auth.attributes import (
     NonResourceAttributes,
     ResourceAttributes,
@@ -198,21 +198,21 @@ def test_ordinary_client_certificate_is_a_user() -> None:
 
 
 def test_a_certificate_is_judged_once_per_ca_bundle_and_never_past_its_expiry() -> None:
-    """The aggregator presents one certificate on every request: its signature is checked once, not per request;
-    a rotated bundle without its CA refuses it at once, and so does its own not-after."""
+    """The aggregator presents one certificate on every request: it is judged (its signature checked) once, not per
+    request; a rotated bundle without its CA refuses it at once, and so does its own not-after."""
     cas = [from_configmap(_configmap())]
     now = [dt.datetime.now(dt.UTC)]
     checks = []
     authn = Authenticator(lambda: cas[0], FakeTokens(), clock=lambda: now[0])
     headers = _headers(("X-Remote-User", "system:serviceaccount:kube-system:horizontal-pod-autoscaler"))
-    real_check = x509.Certificate.verify_directly_issued_by
+    real_judge = authn_module._judge
 
-    def counted(cert: x509.Certificate, issuer: x509.Certificate) -> None:
-        checks.append(cert.subject)
-        real_check(cert, issuer)
+    def counted(pem: str, cas: object, now: dt.datetime) -> object:
+        checks.append(now)
+        return real_judge(pem, cas, now)  # type: ignore[arg-type]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(x509.Certificate, "verify_directly_issued_by", counted)
+        patch.setattr(authn_module, "_judge", counted)
         for _ in range(5):
             assert _run(authn.authenticate(PROXY_CERT.cert_pem.decode(), headers)).method == "frontproxy"
         assert len(checks) == 1
