@@ -12,7 +12,7 @@ Printed (timings are never asserted), each with a baseline from the same run:
   another as the adapter sends them; all at once too) to a client that only reads the bytes (goal: <= 2 s);
 * adapter memory with a ``--kube-pods`` (5,000) pod watch cache (a fake Kubernetes API on loopback): RSS after
   start-up (ready, pod cache synced), after the relists, and the peak (``VmHWM``), against the same adapter whose
-  rules match no series and against a fresh interpreter that only imported the server's modules (goals: <= 80 MiB
+  rules match no series and against a fresh interpreter that only imported the server's modules (goals: <= 112 MiB
   after start-up, peak <= 150 MB);
 * the longest the API stalled during a relist: ``/healthz`` polled every ``--poll-ms``.
 
@@ -50,7 +50,7 @@ from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
 from tests.support.prometheus import PrometheusServer  # noqa: E402
 
-GOALS = ("goals: relist <= 2 s and adapter RSS <= 150 MB with 100,000 GPU series; <= 80 MiB after start-up with "
+GOALS = ("goals: relist <= 2 s and adapter RSS <= 150 MB with 100,000 GPU series; <= 112 MiB after start-up with "
          "the presets and a 5,000-pod watch cache")
 MB = 1_000_000
 FIELDS = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE",
@@ -251,8 +251,8 @@ def report(res: dict[str, Any]) -> None:
         notes.append(f"slowest relist {max(relists):.2f} s misses the 2 s goal")
     if d["peak_rss"] > 150 * MB:
         notes.append(f"peak RSS {d['peak_rss'] / MB:.0f} MB misses the 150 MB goal")
-    if d["started_rss"] > 80 * MIB:
-        notes.append(f"RSS after start-up {mib(d['started_rss'])} misses the 80 MiB goal")
+    if d["started_rss"] > 112 * MIB:
+        notes.append(f"RSS after start-up {mib(d['started_rss'])} misses the 112 MiB goal")
     for note in notes:
         print("note:", note)
 
