@@ -19,17 +19,17 @@ baseline measured in the same run (timings are never asserted):
    the adapter's TLS context) that forwards the same PromQL to Prometheus over a kept-alive connection, reads the
    answer without decoding it and replies with the adapter's pre-encoded document;
 2. throughput of the request mix at ``--clients`` connections, against a bare uvicorn + FastAPI app with the
-   adapter's TLS context and protocol class (``adapter.server.serving``) answering each path with the same JSON document
-   the adapter answered: ``bare`` serialises it per request with orjson (the adapter's encoder), ``bare_stdlib`` with
-   FastAPI's default ``JSONResponse`` (the standard
-   library's json), ``bare_bytes`` sends it pre-encoded (the floor);
+   adapter's TLS context and protocol class (``adapter.server.serving``) answering each path with the same JSON
+   document the adapter answered: ``bare`` serialises it per request with orjson (the adapter's encoder),
+   ``bare_stdlib`` with FastAPI's default ``JSONResponse`` (the standard library's json), ``bare_bytes`` sends it
+   pre-encoded (the floor);
 3. ``--burst`` identical concurrent requests on warm connections: how many Prometheus queries they caused
    (the adapter's cache counters and Prometheus' own ``/api/v1/query`` request counter; goal: 1);
 4. adapter memory: RSS after start-up (ready and, with ``--kube-pods N``, its pod watch cache synced), after the
    run and the peak (``VmHWM``), next to a fresh interpreter that only imported the server's modules (goal:
    <= 112 MiB after start-up with the presets and a 5,000-pod watch cache). ``--kube-pods N`` resolves the selectors
-   through a fake
-   Kubernetes API on loopback holding the bench's pods plus fillers up to N, instead of ``--standalone-objects``.
+   through a fake Kubernetes API on loopback holding the bench's pods plus fillers up to N, instead of
+   ``--standalone-objects``.
 
 ``--kind podmetrics`` measures ``metrics.k8s.io`` instead: ``PodMetrics`` of a namespace of ``--podmetrics-pods``
 (1,500) pods with cAdvisor-shaped cpu and memory series (two containers each), served from ``resourceRules`` by
