@@ -239,10 +239,6 @@ def demo(
         raise UsageError("--gateway-timeout must be longer than 0 s")
     if settings.min_replicas > settings.max_replicas:
         raise UsageError(f"--min-replicas {settings.min_replicas} is above maxReplicas {settings.max_replicas}")
-    if settings.gateway:
-        # The client waits for what the gateway holds and a burst of held requests to be served.
-        settings = with_overrides(settings, request_timeout_s=max(settings.request_timeout_s,
-                                                                  settings.gateway_timeout_s + 30.0))
     try:
         settings.hpa_spec().validate()
     except ValueError as exc:

@@ -12,7 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.demo import DemoOutputs, DemoResult, DemoSettings, ScaleOn, describe_hpa, describe_metrics, run_demo
+from loadtest.demo import (
+    DemoOutputs,
+    DemoResult,
+    DemoSettings,
+    ScaleOn,
+    describe_gateway_hpa,
+    describe_metrics,
+    run_demo,
+)
 from loadtest.live import Progress
 from loadtest.plot import plot_comparison
 from loadtest.statefiles import atomic_write_json
@@ -181,7 +189,7 @@ async def run_zero_comparison(settings: DemoSettings, *, plot: Path | None, summ
         plot_comparison(legend, plot, load_step_at=settings.profile.load_step_at,
                         load_drop_at=settings.profile.load_drop_at,
                         title=f"gpu-loadtest demo --min-replicas 0 --compare: profile {settings.profile.text()}\n"
-                              f"{describe_hpa(settings, min_replicas=False)}")
+                              f"{describe_gateway_hpa(settings)}")
     if summary is not None:
         atomic_write_json(summary, {"table": [vars(r) for r in rows], "saving": saving(rows),
                                     "runs": {f"min-{m}": r.summary.to_json() for m, r in results},

@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import resource
 import shutil
 import signal
 import tempfile
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -118,6 +120,19 @@ class DemoSettings:
         return f"inference_pool={self.pool}"
 
     @property
+    def client_timeout_s(self) -> float:
+        """The load's request timeout; with the gateway, long enough for what it holds to be served."""
+        return max(self.request_timeout_s, self.gateway_timeout_s + 30.0) if self.gateway else self.request_timeout_s
+
+    @property
+    def client_inflight(self) -> int:
+        """The load's in-flight bound; with the gateway, room for every request it may hold at the peak rate (a
+        request dropped at the client would be a loss the gateway never saw)."""
+        if not self.gateway:
+            return self.max_inflight
+        return max(self.max_inflight, math.ceil(self.profile.peak_rate * self.client_timeout_s))
+
+    @property
     def scale_up_period_s(self) -> int:
         """``behavior.scaleUp`` policy period with the gateway: one cold start and one sync."""
         return min(max(math.ceil(self.cold_start_s + self.sync_period_s), 1), 1800)
@@ -172,7 +187,8 @@ class DemoSettings:
                 "max_replicas": self.max_replicas, "service_ms": self.service_ms,
                 "busy_window_seconds": self.busy_window_s, "collect_interval_ms": self.collect_interval_ms,
                 "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
-                "request_timeout_seconds": self.request_timeout_s, "arrivals": self.arrivals.value,
+                "request_timeout_seconds": self.client_timeout_s, "max_inflight": self.client_inflight,
+                "arrivals": self.arrivals.value,
                 **({"running_target_value": self.running_target, "cold_start_seconds": self.cold_start_s,
                     "gateway_timeout_seconds": self.gateway_timeout_s, "endpoint_limit": self.endpoint_limit,
                     "inference_pool": self.pool, "scale_up_policy": {
@@ -189,10 +205,10 @@ QUICK_SETTINGS = DemoSettings(profile=parse_profile("5s:8,3s:8..55,20s:55,3s:55.
 # than a cold start plus a sync and the time the backlog takes to drain; the client waits longer still.
 ZERO_SETTINGS = DemoSettings(profile=parse_profile("20s:5,120s:0,60s:10,120s:0"), sync_period_s=15.0,
                              scale_down_window_s=30, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
-                             cold_start_s=20.0, gateway_timeout_s=60.0, request_timeout_s=90.0)
+                             cold_start_s=20.0, gateway_timeout_s=60.0)
 ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,12s:0,6s:10,5s:0"), sync_period_s=2.0,
                                    scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
-                                   cold_start_s=2.0, gateway_timeout_s=15.0, request_timeout_s=25.0)
+                                   cold_start_s=2.0, gateway_timeout_s=15.0)
 
 
 @dataclass(frozen=True)
@@ -230,8 +246,8 @@ class _Demo:
         self.processes = ChildProcesses(self.workdir / "logs", self.workdir.name)
         self.kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock"))
         self.state: dict[int, dict[str, Any]] = {}
-        self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.request_timeout_s,
-                                     max_inflight=settings.max_inflight, arrivals=settings.arrivals)
+        self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
+                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals)
         self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
                                              endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
         self.gateway_url: str | None = None
@@ -260,6 +276,7 @@ class _Demo:
         self.kubelet.start()
         gateway_target = None
         if self.gateway is not None:
+            _allow_open_files(4 * s.client_inflight + 1024)  # the client's and the gateway's end of each held request
             port = await self.gateway.start()
             self.gateway_url = f"http://127.0.0.1:{port}/infer"
             gateway_target = (f"127.0.0.1:{port}", {"namespace": s.namespace, "pod": f"{s.pool}-epp-0"})
@@ -429,6 +446,14 @@ class _Demo:
         return tails
 
 
+def _allow_open_files(wanted: int) -> None:
+    """Raise this process's soft open-file limit towards ``wanted`` (as far as the hard limit allows)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
@@ -476,8 +501,9 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
         from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
 
         title = f"gpu-loadtest demo: {describe_hpa(settings)}"
-        if settings.gateway and summary.gpu_seconds is not None:
-            title += f"\nGPU-seconds used: {summary.gpu_seconds:g} ({summary.seconds_at_zero} s at zero replicas)"
+        if settings.gateway:
+            title = (f"gpu-loadtest demo --min-replicas {settings.min_replicas}: {summary.gpu_seconds} GPU-seconds "
+                     f"used ({summary.seconds_at_zero} s at zero replicas)\n{describe_gateway_hpa(settings)}")
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
                       load_drop_at=settings.profile.load_drop_at, title=title)
     if outputs.summary is not None:
@@ -508,6 +534,13 @@ def describe_metrics(settings: DemoSettings) -> str:
                 f"(External, Value {settings.running_target:g}), {settings.selector}")
     targets = {QUEUE_METRIC: settings.queue_target, settings.metric: settings.target}
     return " and ".join(f"{name} (Pods, target {targets[name]:g})" for name in settings.hpa_metrics)
+
+
+def describe_gateway_hpa(settings: DemoSettings) -> str:
+    """The scale-to-zero HPA in a few lines, for plot titles."""
+    return "\n".join((*textwrap.wrap(f"HPA on {describe_metrics(settings)}", 110),
+                      f"sync every {settings.sync_period_s:g}s, cold start {settings.cold_start_s:g}s, gateway "
+                      f"timeout {settings.gateway_timeout_s:g}s"))
 
 
 def describe_hpa(settings: DemoSettings, *, min_replicas: bool = True) -> str:

@@ -32,6 +32,7 @@ such spell (``first_waits``: the first request after the pool went idle, which w
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
 import time
@@ -40,8 +41,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import httpx
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from loadtest.http1 import MAX_HEAD, Request, read_request, response
@@ -55,6 +56,7 @@ PROXIED_PATHS = ("/infer", "/v1/completions")
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
                          "upgrade", "host", "content-length"})
 _PICKED, _TIMED_OUT, _LEFT = "picked", "timed out", "left"
+_CYCLE_BUCKETS = (0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 _FLOW_LABELS = ("fairness_id", "priority", "inference_pool", "model_name", "target_model_name")
 
 
@@ -129,11 +131,11 @@ class Gateway:
         self._connections: set[asyncio.Task[None]] = set()
         self._client = httpx.AsyncClient(timeout=config.upstream_timeout_s, trust_env=False,
                                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        # Dispatch-cycle durations: counts per bucket (the last: above every bound), and their sum.
+        self.cycles = [0] * (len(_CYCLE_BUCKETS) + 1)
+        self.cycles_seconds = 0.0
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_EppMetrics(self))
-        self._cycles = Histogram("llm_d_epp_flow_control_dispatch_cycle_duration_seconds",
-                                 "Time one flow-control dispatch cycle took.", registry=self.registry,
-                                 buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1))
 
     # -- state ----------------------------------------------------------------------------------------------------
     @property
@@ -218,6 +220,10 @@ class Gateway:
                 if not keep:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            return
+        except asyncio.CancelledError:
+            # close() ended the connection. Not re-raised: asyncio's server reports a connection handler that ends
+            # cancelled as an unhandled error (Python 3.11).
             return
         finally:
             self._connections.discard(task)
@@ -320,7 +326,9 @@ class Gateway:
             item = self._queue.popleft()
             self._in_flight[endpoint.name] += 1
             item.picked.set_result(endpoint)
-        self._cycles.observe(time.perf_counter() - started)
+        took = time.perf_counter() - started
+        self.cycles[bisect.bisect_left(_CYCLE_BUCKETS, took)] += 1
+        self.cycles_seconds += took
         self._notify()
 
     def _pick(self) -> Endpoint | None:
@@ -342,7 +350,7 @@ class _EppMetrics(Collector):
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily]:
         g, cfg = self.gateway, self.gateway.config
         if g.flow_seen:
             flow = ["default", "0", cfg.pool, cfg.model, cfg.model]
@@ -353,6 +361,13 @@ class _EppMetrics(Collector):
                 family = GaugeMetricFamily(name, help_text, labels=list(_FLOW_LABELS))
                 family.add_metric(flow, value)
                 yield family
+        cumulative, seen = [], 0
+        for bound, count in zip((*(f"{b:g}" for b in _CYCLE_BUCKETS), "+Inf"), g.cycles, strict=True):
+            seen += count
+            cumulative.append((bound, seen))
+        yield HistogramMetricFamily("llm_d_epp_flow_control_dispatch_cycle_duration_seconds",
+                                    "Time one flow-control dispatch cycle took.", buckets=cumulative,
+                                    sum_value=g.cycles_seconds)
         pool = [cfg.pool]
         ready = GaugeMetricFamily("llm_d_epp_ready_endpoints", "Ready endpoints of the pool.", labels=["name"])
         ready.add_metric(pool, g.ready)
