@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # The lowest allowed version of every direct dependency (uv's lowest-direct resolution), for `make test-lowest`.
 LOWEST := $(CURDIR)/.venv-lowest
 # Left out of that run: tests of files and tools (chart, manifests, recording rules, image), not of dependencies,
-# the minute-long demo, and the other end-to-end files (CI's 25 minutes on 2 cores no longer hold two whole
+# the minute-long demos, and the other end-to-end files (CI's 25 minutes on 2 cores no longer hold two whole
 # suites). In: every unit test, one adapter and one exporter end-to-end file (test_adapter_e2e, test_exporter_e2e),
 # and the Kubernetes client's (test_kube_cache, test_adapter_auth_e2e).
 LOWEST_SKIPS := $(addprefix --ignore=tests/,test_demo.py test_image.py test_chart.py test_deploy_manifests.py \
@@ -19,7 +19,7 @@ LOWEST_SKIPS := $(addprefix --ignore=tests/,test_demo.py test_image.py test_char
 	test_value_age_e2e.py test_doctor.py test_adapter_discovery.py test_victoriametrics.py test_rules_reload.py \
 	test_inference_presets.py test_resource_metrics_e2e.py test_stale_values_e2e.py test_resource_metrics_kubectl.py \
 	test_shared_gpu_e2e.py test_adapter_external_e2e.py test_resource_metrics_chart_rules.py \
-	test_eks_guide_rules_e2e.py test_resource_provider_upstream.py test_support_prometheus.py)
+	test_eks_guide_rules_e2e.py test_resource_provider_upstream.py test_support_prometheus.py test_demo_zero.py)
 IMAGE ?= ghcr.io/gpu-autoscaler/gpu-autoscaler:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
 .PHONY: install tools test test-lowest demo lint bench image clean

@@ -279,7 +279,9 @@ class Gateway:
                 gone.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await gone
-        read = gone.result() if gone.done() and not gone.cancelled() and gone.exception() is None else None
+        read = None  # nothing from the client while it waited
+        if gone.done() and not gone.cancelled():
+            read = b"" if gone.exception() is not None else gone.result()  # a reset connection: gone too
         if read == b"":
             if item.picked.done():  # picked at the moment its client left: give the endpoint back
                 self._release(item.picked.result())
