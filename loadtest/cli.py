@@ -166,7 +166,8 @@ def _profile_option(text: str, duration: str | None) -> Profile:
 
 @app.command()
 def demo(
-    quick: Annotated[bool, typer.Option("--quick", help="The short profile for CI (about a minute).")] = False,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="The short profile for CI (about a minute; 40 s with --min-replicas 0).")] = False,
     metric: Annotated[ScaleOn | None, typer.Option(
         "--metric", help="What the HPA scales on: gpu (DCGM_FI_DEV_GPU_UTIL per pod, the default), queue "
                          "(vllm:num_requests_waiting per pod), both, or gateway (a buffering gateway in front of the "
@@ -192,16 +193,20 @@ def demo(
     profile: Annotated[str | None, typer.Option(
         "--profile", help="Override the load profile, e.g. '15s:8,10s:8..55,60s:55,10s:55..8,55s:8'.")] = None,
     sync_period: Annotated[str | None, typer.Option(
-        "--sync-period", help="HPA sync period (default 15s; 3s with --quick).")] = None,
+        "--sync-period", help="HPA sync period (default 15s; 3s with --quick, 2s with --quick "
+                                      "--min-replicas 0).")] = None,
     scale_down_window: Annotated[str | None, typer.Option(
-        "--scale-down-window", help="behavior.scaleDown.stabilizationWindowSeconds (default 30s; 6s with --quick).")
+        "--scale-down-window", help="behavior.scaleDown.stabilizationWindowSeconds (default 30s; 6s with --quick, 4s "
+                                    "with --quick --min-replicas 0).")
     ] = None,
     target: Annotated[float | None, typer.Option("--target", help="Average GPU utilisation per pod (default 60).")
                       ] = None,
     queue_target: Annotated[float | None, typer.Option(
-        "--queue-target", help="Average requests waiting per pod (default 5).")] = None,
-    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, max=64,
-                                                     help="maxReplicas, also the number of GPUs (default 8).")] = None,
+        "--queue-target", help="Average requests waiting per pod (default 5); with the gateway, waiting there "
+                               "per replica (default 5).")] = None,
+    max_replicas: Annotated[int | None, typer.Option(
+        "--max-replicas", min=1, max=64, help="maxReplicas, also the number of GPUs (default 8; 4 with "
+                                              "--min-replicas 0).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""

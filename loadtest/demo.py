@@ -63,7 +63,8 @@ from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, wri
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
            "ZERO_QUICK_SETTINGS", "ZERO_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
-           "ScaleOn", "describe_hpa", "describe_metrics", "run_demo", "with_overrides"]
+           "ScaleOn", "cold_start_figures", "describe_gateway_hpa", "describe_hpa", "describe_metrics", "run_demo",
+           "with_overrides"]
 
 
 class DemoError(RuntimeError):
