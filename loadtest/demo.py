@@ -207,7 +207,7 @@ QUICK_SETTINGS = DemoSettings(profile=parse_profile("5s:8,3s:8..55,20s:55,3s:55.
 ZERO_SETTINGS = DemoSettings(profile=parse_profile("20s:5,120s:0,60s:10,120s:0"), sync_period_s=15.0,
                              scale_down_window_s=30, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
                              cold_start_s=20.0, gateway_timeout_s=60.0)
-ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,12s:0,6s:10,5s:0"), sync_period_s=2.0,
+ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"), sync_period_s=2.0,
                                    scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
                                    cold_start_s=2.0, gateway_timeout_s=15.0)
 

@@ -36,7 +36,7 @@ def test_quick_scale_to_zero_reaches_zero_wakes_on_the_gateway_queue_and_loses_n
     assert decisions[to_zero]["reason"] == "All metrics below target"
     wake = next(d for d in decisions[to_zero:] if d["from"] == 0 and d["to"] > 0)
     assert wake["reason"] == f"external metric {QUEUE} above target"
-    assert wake["readings"][QUEUE] > summary["queue_target_average_value"]
+    assert wake["readings"][QUEUE] > 0  # at 0 replicas any request waiting asks for ceil(waiting / 5) >= 1
     assert wake["readings"][RUNNING] is None  # no replica ready: the pool's average has no value, the queue decides
     assert summary["seconds_at_zero"] > 0
 
@@ -51,14 +51,16 @@ def test_quick_scale_to_zero_reaches_zero_wakes_on_the_gateway_queue_and_loses_n
     assert cold["forwarded"] == cold["received"] == summary["requests"]["sent"]
 
     with run.timeline.open() as fh:
-        rows = [r for r in csv.DictReader(fh) if r["phase"] != "drain"]
+        rows = list(csv.DictReader(fh))
     replicas = [int(r["current_replicas"]) for r in rows]
     first_zero = replicas.index(0)
     assert max(replicas[first_zero:]) > 0  # back from zero
     assert max(int(r["gateway_queue"]) for r in rows) > 0
-    # The GPU-seconds reported add up the replicas that held a GPU, second by second (cold starts included).
-    pods = sum(int(r["pods"]) for r in rows)
-    assert summary["gpu_seconds"] == pytest.approx(pods, abs=len(summary["scale_events"]) + 1)
+    # The GPU-seconds reported add up the replicas that held a GPU, second by second over the profile (cold starts
+    # included); a sample at the end of each second is off by at most the replicas a decision added or removed.
+    pods = sum(int(r["pods"]) for r in rows if r["phase"] != "drain")
+    changed = sum(abs(e["to"] - e["from"]) for e in summary["scale_events"])
+    assert summary["gpu_seconds"] == pytest.approx(pods, abs=changed + 1)
     assert "GPU-seconds (replica-seconds)" in run.result.stdout and "cold-start wait" in run.result.stdout
     assert run.plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert_all_gone(summary)
