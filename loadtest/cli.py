@@ -20,7 +20,7 @@ from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
 from loadtest.promrange import PromRangeError
-from loadtest.scale_on import ScaleOn
+from loadtest.scale_on import PODS_CHOICES, ScaleOn
 from loadtest.summary import Summary
 
 if TYPE_CHECKING:
@@ -89,6 +89,23 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
     for phase, lat in s.latency_by_phase.items():
         lines.append((f"latency {phase}", f"p50 {_fmt(lat.p50_ms, ' ms')}, p95 {_fmt(lat.p95_ms, ' ms')} "
                                           f"({lat.requests} requests)"))
+    if s.gpu_seconds is not None:
+        at_zero = "" if s.seconds_at_zero is None else f", {s.seconds_at_zero} s of it at zero replicas"
+        lines.append(("GPU-seconds (replica-seconds)", f"{_fmt(s.gpu_seconds)} over the {s.duration_seconds:g} s "
+                                                       f"profile{at_zero}"))
+    cold = s.extra.get("cold_start")
+    if cold:
+        if cold["requests"]:
+            firsts = ", ".join(f"{w:g} s" for w in cold["first_request_waits_seconds"])
+            lines.append(("cold-start wait at the gateway",
+                          f"p50 {_fmt(cold['wait_p50_seconds'], ' s')}, max {_fmt(cold['wait_max_seconds'], ' s')} "
+                          f"over {cold['requests']} requests that found no replica ready (first after idle: "
+                          f"{firsts or '-'})"))
+        else:
+            lines.append(("cold-start wait at the gateway", "none: every request found a replica ready"))
+        lines.append(("gateway", f"received {cold['received']}, forwarded {cold['forwarded']}, timed out "
+                                  f"{cold['timed_out']}, client left {cold['abandoned']}, upstream errors "
+                                  f"{cold['upstream_errors']}"))
     for key in ("plot", "csv"):
         if s.extra.get(key):
             lines.append((key, str(s.extra[key])))
@@ -149,13 +166,26 @@ def _profile_option(text: str, duration: str | None) -> Profile:
 
 @app.command()
 def demo(
-    quick: Annotated[bool, typer.Option("--quick", help="The short profile for CI (about a minute).")] = False,
-    metric: Annotated[ScaleOn, typer.Option(
-        "--metric", help="What the HPA scales on: gpu (DCGM_FI_DEV_GPU_UTIL per pod), queue "
-                         "(vllm:num_requests_waiting per pod) or both.")] = ScaleOn.GPU,
+    quick: Annotated[bool, typer.Option(
+        "--quick", help="The short profile for CI (about a minute; 40 s with --min-replicas 0).")] = False,
+    metric: Annotated[ScaleOn | None, typer.Option(
+        "--metric", help="What the HPA scales on: gpu (DCGM_FI_DEV_GPU_UTIL per pod, the default), queue "
+                         "(vllm:num_requests_waiting per pod), both, or gateway (a buffering gateway in front of the "
+                         "replicas: its queue and the pool's running requests, External metrics; the default with "
+                         "--min-replicas 0).")] = None,
+    min_replicas: Annotated[int | None, typer.Option(
+        "--min-replicas", min=0, help="minReplicas; 0 scales to zero on the gateway's queue (the scale-to-zero "
+                                      "demo: its own profile, cold starts, the gateway).")] = None,
+    cold_start: Annotated[str | None, typer.Option(
+        "--cold-start", help="Each replica's model load before it is ready (default 0s; 20s, 2s with --quick, in "
+                             "the scale-to-zero demo).")] = None,
+    gateway_timeout: Annotated[str | None, typer.Option(
+        "--gateway-timeout", help="How long the gateway holds a request for a replica before answering 503 "
+                                  "(default 60s; 15s with --quick).")] = None,
     compare: Annotated[bool, typer.Option(
-        "--compare", help="Run the same profile once per --metric choice (gpu, queue, both); print one table and "
-                          "plot all runs together.")] = False,
+        "--compare", help="Run the same profile once per --metric choice (gpu, queue, both); with --min-replicas 0, "
+                          "once with minReplicas 1 and once with 0. Print one table and plot all runs together.")
+    ] = False,
     summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
     plot: Annotated[Path | None, typer.Option(
         "--plot", help="PNG of the run (default out/demo.png; out/demo-compare.png with --compare).")] = None,
@@ -163,37 +193,67 @@ def demo(
     profile: Annotated[str | None, typer.Option(
         "--profile", help="Override the load profile, e.g. '15s:8,10s:8..55,60s:55,10s:55..8,55s:8'.")] = None,
     sync_period: Annotated[str | None, typer.Option(
-        "--sync-period", help="HPA sync period (default 15s; 3s with --quick).")] = None,
+        "--sync-period", help="HPA sync period (default 15s; 3s with --quick, 2s with --quick "
+                                      "--min-replicas 0).")] = None,
     scale_down_window: Annotated[str | None, typer.Option(
-        "--scale-down-window", help="behavior.scaleDown.stabilizationWindowSeconds (default 30s; 6s with --quick).")
+        "--scale-down-window", help="behavior.scaleDown.stabilizationWindowSeconds (default 30s; 6s with --quick, 4s "
+                                    "with --quick --min-replicas 0).")
     ] = None,
     target: Annotated[float | None, typer.Option("--target", help="Average GPU utilisation per pod (default 60).")
                       ] = None,
     queue_target: Annotated[float | None, typer.Option(
-        "--queue-target", help="Average requests waiting per pod (default 5).")] = None,
-    max_replicas: Annotated[int | None, typer.Option("--max-replicas", min=1, max=64,
-                                                     help="maxReplicas, also the number of GPUs (default 8).")] = None,
+        "--queue-target", help="Average requests waiting per pod (default 5); with the gateway, waiting there "
+                               "per replica (default 5).")] = None,
+    max_replicas: Annotated[int | None, typer.Option(
+        "--max-replicas", min=1, max=64, help="maxReplicas, also the number of GPUs (default 8; 4 with "
+                                              "--min-replicas 0).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
     require_extra("gpu-loadtest demo (its plot, --plot)", "loadtest", "matplotlib")
-    from loadtest.demo import DEFAULT_SETTINGS, QUICK_SETTINGS, DemoOutputs, run_demo, with_overrides
+    from loadtest.demo import (
+        DEFAULT_SETTINGS,
+        QUICK_SETTINGS,
+        ZERO_QUICK_SETTINGS,
+        ZERO_SETTINGS,
+        DemoOutputs,
+        run_demo,
+        with_overrides,
+    )
     from loadtest.live import Progress
 
-    base = QUICK_SETTINGS if quick else DEFAULT_SETTINGS
+    zero = min_replicas == 0 or metric is ScaleOn.GATEWAY
+    if zero:
+        base = ZERO_QUICK_SETTINGS if quick else ZERO_SETTINGS
+        metric = metric or ScaleOn.GATEWAY
+    else:
+        base = QUICK_SETTINGS if quick else DEFAULT_SETTINGS
     window = None if scale_down_window is None else parse_duration(scale_down_window)
     settings = with_overrides(
         base, profile=parse_profile(profile) if profile else None,
         sync_period_s=None if sync_period is None else parse_duration(sync_period),
         scale_down_window_s=None if window is None else round(window), target=target, max_replicas=max_replicas,
-        arrivals=arrivals, scale_on=metric, queue_target=queue_target)
+        arrivals=arrivals, scale_on=metric, queue_target=queue_target, min_replicas=min_replicas,
+        cold_start_s=None if cold_start is None else parse_duration(cold_start),
+        gateway_timeout_s=None if gateway_timeout is None else parse_duration(gateway_timeout))
     if settings.sync_period_s <= 0:
         raise UsageError("--sync-period must be longer than 0 s")
     if settings.queue_target <= 0:
         raise UsageError("--queue-target must be above 0")
+    if settings.gateway_timeout_s <= 0:
+        raise UsageError("--gateway-timeout must be longer than 0 s")
+    if settings.min_replicas > settings.max_replicas:
+        raise UsageError(f"--min-replicas {settings.min_replicas} is above maxReplicas {settings.max_replicas}")
+    try:
+        settings.hpa_spec().validate()
+    except ValueError as exc:
+        raise UsageError(f"{exc}; scale to zero on the gateway's queue: --metric gateway") from None
     plot = plot or Path("out/demo-compare.png" if compare else "out/demo.png")
     _prepare_outputs(plot, summary, csv_path)
     console = Console(highlight=False)
+    if compare and settings.gateway:
+        _compare_zero(console, settings, plot, summary, csv_path)
+        return
     if compare:
         _compare(console, settings, plot, summary, csv_path)
         return
@@ -222,7 +282,7 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
     def progress(choice: ScaleOn) -> Progress:
         return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --metric {choice.value}")
 
-    results = _cancellable(lambda: run_comparison(settings, list(ScaleOn), plot=plot, summary=summary,
+    results = _cancellable(lambda: run_comparison(settings, PODS_CHOICES, plot=plot, summary=summary,
                                                   csv=csv_path, progress=progress))
     for choice, result in results:
         print_summary(console, result.summary, f"--metric {choice.value}"
@@ -230,6 +290,33 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
     console.print(f"\ncomparison ({settings.profile.text()}, HPA sync every {settings.sync_period_s:g}s)",
                   markup=False, soft_wrap=True)
     console.print(format_table([comparison_row(c, r.summary) for c, r in results]), markup=False, soft_wrap=True)
+    if plot.exists():
+        console.print(f"plot: {plot}", markup=False, soft_wrap=True)
+    _end(results[-1][1])
+
+
+def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,
+                  ) -> None:
+    from loadtest.compare import format_zero_table, run_zero_comparison, saving, zero_row
+    from loadtest.demo import describe_hpa
+    from loadtest.live import Progress
+
+    def progress(min_replicas: int) -> Progress:
+        return Progress(Console(stderr=True, highlight=False),
+                        title=f"gpu-loadtest demo --min-replicas {min_replicas}")
+
+    results = _cancellable(lambda: run_zero_comparison(settings, plot=plot, summary=summary, csv=csv_path,
+                                                       progress=progress))
+    for min_replicas, result in results:
+        print_summary(console, result.summary, f"--min-replicas {min_replicas}"
+                      + (": interrupted, partial summary" if result.interrupted else ""))
+    rows = [zero_row(m, r.summary) for m, r in results]
+    header = f"comparison ({settings.profile.text()}; {describe_hpa(settings, min_replicas=False)})"
+    console.print(f"\n{header}", markup=False, soft_wrap=True)
+    console.print(format_zero_table(rows), markup=False, soft_wrap=True)
+    text = saving(rows)
+    if text:
+        console.print(text, markup=False, soft_wrap=True)
     if plot.exists():
         console.print(f"plot: {plot}", markup=False, soft_wrap=True)
     _end(results[-1][1])
@@ -323,6 +410,9 @@ def replica(
     model: Annotated[str, typer.Option("--model", help="The model /v1/completions serves.")] = "demo-model",
     require_header: Annotated[list[str] | None, typer.Option(
         "--require-header", help="'Name: value' every /v1/completions request must carry (repeatable).")] = None,
+    cold_start: Annotated[str, typer.Option(
+        "--cold-start", help="Model load time: /healthz and inference answer 503 for this long after start-up.")
+    ] = "0s",
 ) -> None:
     """One inference stand-in: /infer and /v1/completions hold the simulated GPU for --service-ms; /metrics (vLLM
     names), /stats, /healthz."""
@@ -330,7 +420,8 @@ def replica(
 
     required = tuple((name.lower(), value) for name, value in parse_headers(require_header or [], "--require-header"))
     asyncio.run(serve(ReplicaConfig(name=name, gpu=gpu, service_s=service_ms / 1000.0, busy_window_s=busy_window,
-                                    host=host, port=port, grace_s=grace, model=model, required_headers=required)))
+                                    host=host, port=port, grace_s=grace, model=model, required_headers=required,
+                                    cold_start_s=parse_duration(cold_start))))
 
 
 def main(argv: list[str] | None = None) -> None:

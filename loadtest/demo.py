@@ -5,6 +5,13 @@ Prometheus -> adapter (HTTPS, custom.metrics.k8s.io) -> HPA loop (discovery + Po
 replicas started or stopped, while an open-loop load profile (ramp up, hold, ramp down) runs against them. The
 replicas' own vLLM-shaped ``/metrics`` (requests waiting and running, KV-cache usage) go through the same
 Prometheus and adapter; ``scale_on`` picks what the HPA scales on: GPU utilisation, requests waiting, or both.
+
+Scale to zero (``scale_on`` gateway, ``min_replicas`` 0): a buffering gateway (:mod:`loadtest.gateway`) stands in
+front of the replicas and holds requests while none is ready; its endpoint-picker metrics go through the same
+Prometheus and the adapter's inference-gateway preset, and the HPA scales on them as External metrics selected by
+``inference_pool``: the queue (which wakes the replicas from zero) and the pool's running requests (which hold them
+while they serve). Replicas start with a cold start (the model load) before they are ready. The run records the
+GPU time the replicas held and how long requests waited at the gateway for a replica.
 """
 
 from __future__ import annotations
@@ -12,28 +19,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import resource
 import shutil
 import signal
 import tempfile
+import textwrap
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.deployment import DeploymentConfig, LocalDeployment
+from loadtest.deployment import DeploymentConfig, LocalDeployment, Replica
+from loadtest.gateway import QUEUE_METRIC as GATEWAY_QUEUE
+from loadtest.gateway import RUNNING_METRIC as GATEWAY_RUNNING
+from loadtest.gateway import Endpoint, Gateway, GatewayConfig
 from loadtest.hpa import (
     Autoscaler,
     Behavior,
     ControllerConfig,
+    ExternalValues,
     HPASpec,
     MetricSpec,
+    ObjectValue,
     PodValues,
+    PolicyType,
+    Reading,
+    ScalingPolicy,
     ScalingRules,
 )
 from loadtest.hpa_loop import HpaLoop
 from loadtest.kubelet import PodResourcesServer
 from loadtest.live import Progress, Snapshot
-from loadtest.loadgen import Arrivals, LoadGenerator
+from loadtest.loadgen import Arrivals, LoadGenerator, percentile
 from loadtest.metrics_api import CustomMetricsClient
 from loadtest.processes import ChildProcesses
 from loadtest.profile import Profile, parse_profile
@@ -43,9 +61,10 @@ from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
-__all__ = ["DEFAULT_SETTINGS", "QUEUE_METRIC", "QUICK_SETTINGS", "DemoError", "DemoOutputs", "DemoResult",
-           "DemoSettings", "ScaleOn", "describe_hpa", "describe_metrics", "run_demo", "with_overrides"]
-
+__all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
+           "ZERO_QUICK_SETTINGS", "ZERO_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
+           "ScaleOn", "cold_start_figures", "describe_gateway_hpa", "describe_hpa", "describe_metrics", "run_demo",
+           "with_overrides"]
 
 
 class DemoError(RuntimeError):
@@ -56,7 +75,15 @@ class DemoError(RuntimeError):
 class DemoSettings:
     """Sized so one replica is overloaded at the hold rate: a replica serves 1000/``service_ms`` requests/s
     (25 at 40 ms), so 55 requests/s need 4 replicas at the 60 % target. ``queue_target``: requests waiting per
-    pod (AverageValue) when scaling on the queue."""
+    pod (AverageValue) when scaling on the queue, or waiting at the gateway per replica when scaling on the gateway.
+
+    With the gateway (``scale_on`` gateway): ``running_target`` is the Value target of the pool's running requests
+    per ready endpoint (a replica runs one request at a time, so this is its busy share, like GPU utilisation);
+    ``cold_start_s`` each replica's model load; ``gateway_timeout_s`` how long the gateway holds a request for a
+    replica; ``endpoint_limit`` the requests in flight that saturate a replica (more wait at the gateway). The HPA
+    wakes at most ``wake_replicas`` replicas per cold start and sync (``behavior.scaleUp``: a Pods policy whose
+    period covers both), so the queue that builds while the first replicas load asks for no more meanwhile.
+    """
 
     profile: Profile
     sync_period_s: float
@@ -76,25 +103,77 @@ class DemoSettings:
     metric: str = "DCGM_FI_DEV_GPU_UTIL"
     scale_on: ScaleOn = ScaleOn.GPU
     queue_target: float = 5.0
+    running_target: float = 0.6
+    cold_start_s: float = 0.0
+    gateway_timeout_s: float = 60.0
+    endpoint_limit: int = 4
+    wake_replicas: int = 2
+    pool: str = "infer"
+
+    @property
+    def gateway(self) -> bool:
+        """A gateway in front of the replicas, and an HPA on its External metrics."""
+        return self.scale_on is ScaleOn.GATEWAY
+
+    @property
+    def selector(self) -> str:
+        """The External metrics' ``metric.selector``: the InferencePool."""
+        return f"inference_pool={self.pool}"
+
+    @property
+    def client_timeout_s(self) -> float:
+        """The load's request timeout; with the gateway, long enough for what it holds to be served."""
+        return max(self.request_timeout_s, self.gateway_timeout_s + 30.0) if self.gateway else self.request_timeout_s
+
+    @property
+    def client_inflight(self) -> int:
+        """The load's in-flight bound; with the gateway, room for every request it may hold at the peak rate (a
+        request dropped at the client would be a loss the gateway never saw)."""
+        if not self.gateway:
+            return self.max_inflight
+        return max(self.max_inflight, math.ceil(self.profile.peak_rate * self.client_timeout_s))
+
+    @property
+    def scale_up_period_s(self) -> int:
+        """``behavior.scaleUp`` policy period with the gateway: one cold start and one sync."""
+        return min(max(math.ceil(self.cold_start_s + self.sync_period_s), 1), 1800)
 
     @property
     def hpa_metrics(self) -> tuple[str, ...]:
-        """The HPA's Pods metrics, in its spec's order (GPU utilisation first, as in hpa-examples)."""
+        """The HPA's metrics, in its spec's order (GPU utilisation first, as in hpa-examples; the gateway's queue
+        first)."""
+        if self.gateway:
+            return GATEWAY_QUEUE, GATEWAY_RUNNING
         return ((self.metric,) if self.scale_on is not ScaleOn.QUEUE else ()) + \
             ((QUEUE_METRIC,) if self.scale_on is not ScaleOn.GPU else ())
 
     @property
     def needed_replicas(self) -> int:
-        """Replicas the peak rate needs for the GPU target to hold (what a scale-up should reach)."""
-        return math.ceil(round(self.profile.peak_rate * self.service_ms / 1000 / (self.target / 100), 9))
+        """Replicas the peak rate needs for the GPU target (with the gateway: the running-requests target) to hold
+        (what a scale-up should reach)."""
+        share = self.running_target if self.gateway else self.target / 100
+        return math.ceil(round(self.profile.peak_rate * self.service_ms / 1000 / share, 9))
 
     def hpa_spec(self) -> HPASpec:
+        """The HPA; ``ValueError`` with the API server's message for minReplicas 0 without an External metric."""
+        down = ScalingRules(stabilization_window_seconds=self.scale_down_window_s)
+        if self.gateway:
+            wake = ScalingPolicy(PolicyType.PODS, self.wake_replicas, self.scale_up_period_s)
+            return HPASpec(
+                max_replicas=self.max_replicas,
+                min_replicas=self.min_replicas,
+                metrics=(MetricSpec.external(GATEWAY_QUEUE, average_value=f"{self.queue_target:g}",
+                                             selector=self.selector),
+                         MetricSpec.external(GATEWAY_RUNNING, value=f"{self.running_target:g}",
+                                             selector=self.selector)),
+                behavior=Behavior(scale_up=ScalingRules(policies=(wake,)), scale_down=down),
+            )
         targets = {QUEUE_METRIC: self.queue_target, self.metric: self.target}
         return HPASpec(
             max_replicas=self.max_replicas,
             min_replicas=self.min_replicas,
             metrics=tuple(MetricSpec.pods(name, average_value=f"{targets[name]:g}") for name in self.hpa_metrics),
-            behavior=Behavior(scale_down=ScalingRules(stabilization_window_seconds=self.scale_down_window_s)),
+            behavior=Behavior(scale_down=down),
         )
 
     def controller(self) -> ControllerConfig:
@@ -109,13 +188,28 @@ class DemoSettings:
                 "max_replicas": self.max_replicas, "service_ms": self.service_ms,
                 "busy_window_seconds": self.busy_window_s, "collect_interval_ms": self.collect_interval_ms,
                 "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
-                "request_timeout_seconds": self.request_timeout_s, "arrivals": self.arrivals.value}
+                "request_timeout_seconds": self.client_timeout_s, "max_inflight": self.client_inflight,
+                "arrivals": self.arrivals.value,
+                **({"running_target_value": self.running_target, "cold_start_seconds": self.cold_start_s,
+                    "gateway_timeout_seconds": self.gateway_timeout_s, "endpoint_limit": self.endpoint_limit,
+                    "inference_pool": self.pool, "scale_up_policy": {
+                        "type": "Pods", "value": self.wake_replicas, "periodSeconds": self.scale_up_period_s}}
+                   if self.gateway else {})}
 
 
 DEFAULT_SETTINGS = DemoSettings(profile=parse_profile("15s:8,10s:8..55,60s:55,10s:55..8,55s:8"),
                                 sync_period_s=15.0, scale_down_window_s=30)
 QUICK_SETTINGS = DemoSettings(profile=parse_profile("5s:8,3s:8..55,20s:55,3s:55..8,17s:8"),
                               sync_period_s=3.0, scale_down_window_s=6)
+# Scale to zero: a little load, an idle spell long enough to reach 0 (the 30 s window after a sync or two), a burst
+# that wakes the replicas (10 requests/s: one replica at 40 %), and idle again. The gateway holds a request 60 s, more
+# than a cold start plus a sync and the time the backlog takes to drain; the client waits longer still.
+ZERO_SETTINGS = DemoSettings(profile=parse_profile("20s:5,120s:0,60s:10,120s:0"), sync_period_s=15.0,
+                             scale_down_window_s=30, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
+                             cold_start_s=20.0, gateway_timeout_s=60.0)
+ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"), sync_period_s=2.0,
+                                   scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
+                                   cold_start_s=2.0, gateway_timeout_s=15.0)
 
 
 @dataclass(frozen=True)
@@ -153,8 +247,12 @@ class _Demo:
         self.processes = ChildProcesses(self.workdir / "logs", self.workdir.name)
         self.kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock"))
         self.state: dict[int, dict[str, Any]] = {}
-        self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.request_timeout_s,
-                                     max_inflight=settings.max_inflight, arrivals=settings.arrivals)
+        self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
+                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals)
+        self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
+                                             endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
+        self.gateway_url: str | None = None
+        self._gpu_base = 0.0
         self.deployment: LocalDeployment | None = None
         self.stack: MetricsStack | None = None
         self._stack_start: asyncio.Future[None] | None = None
@@ -164,28 +262,45 @@ class _Demo:
         self.last_decision = ""
 
     def _next_url(self) -> str | None:
+        if self.gateway_url is not None:
+            return self.gateway_url
         return None if self.deployment is None else self.deployment.next_url()
+
+    def _to_gateway(self, ready: Sequence[Replica]) -> None:
+        """The ready replicas become the gateway's endpoints, with what they report (busy share: running)."""
+        if self.gateway is not None:
+            self.gateway.set_endpoints([Endpoint(r.name, r.url or "", r.busy, r.waiting) for r in ready])
 
     async def run(self) -> None:
         s = self.settings
+        s.hpa_spec().validate()  # before anything starts: minReplicas 0 needs an Object or External metric
         self.kubelet.start()
+        gateway_target = None
+        if self.gateway is not None:
+            _allow_open_files(4 * s.client_inflight + 1024)  # the client's and the gateway's end of each held request
+            port = await self.gateway.start()
+            self.gateway_url = f"http://127.0.0.1:{port}/infer"
+            gateway_target = (f"127.0.0.1:{port}", {"namespace": s.namespace, "pod": f"{s.pool}-epp-0"})
         self.deployment = LocalDeployment(
             DeploymentConfig(max_replicas=s.max_replicas, namespace=s.namespace, service_s=s.service_ms / 1000,
-                             busy_window_s=s.busy_window_s),
+                             busy_window_s=s.busy_window_s, cold_start_s=s.cold_start_s),
             self.processes, self.kubelet, self.workdir / "gpu-state.json", self.workdir / "objects.json",
-            self.workdir / "inference-targets.json")
-        await self.deployment.scale(s.min_replicas)
+            self.workdir / "inference-targets.json", on_endpoints=self._to_gateway)
+        # A Deployment created at 0 replicas counts as paused by hand: the HPA would never wake it. Start at 1 (or
+        # minReplicas) and let the HPA take it to 0.
+        await self.deployment.scale(max(s.min_replicas, 1))
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
             kubelet_socket=self.workdir / "kubelet.sock", objects_file=self.workdir / "objects.json",
             cert_dir=self.workdir / "certs", inference_targets=self.workdir / "inference-targets.json",
             rules_file=self.workdir / "rules.yaml", collect_interval_ms=s.collect_interval_ms,
-            scrape_interval_s=s.scrape_interval_s, relist_interval_s=s.relist_interval_s), self.processes)
+            scrape_interval_s=s.scrape_interval_s, relist_interval_s=s.relist_interval_s,
+            gateway=gateway_target), self.processes)
         self.progress.event("starting the exporter, Prometheus and the adapter ...")
         # In a task of its own so that a cancellation cannot leave it spawning processes after the cleanup.
         self._stack_start = asyncio.ensure_future(asyncio.to_thread(self.stack.start))
         await asyncio.shield(self._stack_start)
-        await self.deployment.wait_ready(30.0)
+        await self.deployment.wait_ready(30.0 + s.cold_start_s)
         metrics = CustomMetricsClient(self.stack.adapter_url, verify=str(self.stack.adapter_ca))
         try:
             loop = asyncio.get_running_loop()
@@ -193,13 +308,12 @@ class _Demo:
                                namespace=s.namespace, selector=self.deployment.config.selector,
                                clock=lambda: loop.time() - self._t0())
             names = " and ".join(s.hpa_metrics)
-            self.progress.event(f"waiting for {names} of {self.deployment.config.name}-0 to reach the HPA ...")
+            of = f"pool {s.pool}" if s.gateway else f"{self.deployment.config.name}-0"
+            self.progress.event(f"waiting for {names} of {of} to reach the HPA ...")
             await self._wait_for_metric(90.0)
             self.startup_s = time.monotonic() - self.started
-            targets = {QUEUE_METRIC: s.queue_target, s.metric: s.target}
             self.progress.event(f"ready after {self.startup_s:.1f}s; load profile {s.profile.text()} "
-                                f"(HPA sync every {s.sync_period_s:g}s, target "
-                                f"{', '.join(f'{name} {targets[name]:g}' for name in s.hpa_metrics)})")
+                                f"({describe_hpa(s)})")
             await self._drive()
         finally:
             await metrics.aclose()
@@ -208,14 +322,24 @@ class _Demo:
         return self.loadgen.started_at if self.loadgen.started_at is not None else asyncio.get_running_loop().time()
 
     async def _wait_for_metric(self, timeout_s: float) -> None:
+        """Until the HPA reads every metric: a Pods metric for every pod, an External metric with a value (the
+        gateway's queue reads 0 once the adapter has discovered the pool), an Object metric."""
         assert self.hpa is not None and self.deployment is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         wanted = {p.name for p in self.deployment.pods()}
+
+        def complete(reading: Reading) -> bool:
+            if isinstance(reading, PodValues):
+                return wanted <= set(reading.milli_by_pod)
+            return isinstance(reading, ObjectValue) or (isinstance(reading, ExternalValues) and
+                                                        bool(reading.milli_items))
+
         last: dict[str, object] = {}
         while True:
-            last = dict(await self.hpa.read())
-            if all(isinstance(r, PodValues) and wanted <= set(r.milli_by_pod) for r in last.values()):
+            readings = await self.hpa.read()
+            last = dict(readings)
+            if all(complete(r) for r in readings.values()):
                 return
             if loop.time() > deadline:
                 raise DemoError(f"the HPA did not get {' and '.join(last)} in {timeout_s:.0f}s: {last}")
@@ -226,6 +350,7 @@ class _Demo:
         s = self.settings
         load = asyncio.create_task(self.loadgen.run(), name="load")
         await asyncio.sleep(0)  # let the generator take its start time before the HPA reads the clock
+        self._gpu_base = self.deployment.gpu_seconds()
         workers = [
             asyncio.create_task(self.deployment.run_refresh(s.collect_interval_ms / 1000), name="refresh"),
             asyncio.create_task(self.hpa.run(s.sync_period_s, self._on_sync), name="hpa"),
@@ -278,7 +403,14 @@ class _Demo:
             "metric_target": s.target if gpu else None, "desired_replicas": self.deployment.spec_replicas,
             "current_replicas": self.deployment.ready_count,
             "waiting": None if waiting is None else round(waiting, 2), "hpa_waiting": seen.get(QUEUE_METRIC),
-            "waiting_target": s.queue_target if queue else None}
+            "waiting_target": s.queue_target if queue or s.gateway else None,
+            "pods": len(self.deployment.replicas),
+            "gpu_seconds": round(self.deployment.gpu_seconds() - self._gpu_base, 3)}
+        held = None
+        if self.gateway is not None:
+            held = self.gateway.queued
+            self.state[second].update({"gateway_queue": held, "hpa_gateway_queue": seen.get(GATEWAY_QUEUE),
+                                       "hpa_running": seen.get(GATEWAY_RUNNING), "running_target": s.running_target})
         load = self.loadgen.second(second)
         totals = self.loadgen.totals()
         profile = self.settings.profile
@@ -289,7 +421,9 @@ class _Demo:
             gpu_util=util, hpa_metric=hpa_seen, metric_target=s.target if gpu else None,
             current=self.deployment.ready_count, desired=self.deployment.spec_replicas,
             last_decision=self.last_decision, waiting=waiting, hpa_waiting=seen.get(QUEUE_METRIC),
-            waiting_target=s.queue_target if queue else None))
+            waiting_target=s.queue_target if queue else None, held=held,
+            seen=(("queue", seen.get(GATEWAY_QUEUE), None), ("running", seen.get(GATEWAY_RUNNING), s.running_target))
+            if s.gateway else ()))
 
     async def cleanup(self) -> dict[str, str]:
         """Stop everything started; return log tails of processes that failed (for the error report)."""
@@ -298,6 +432,9 @@ class _Demo:
         if self.deployment is not None:
             with contextlib.suppress(Exception):
                 await self.deployment.close()
+        if self.gateway is not None:
+            with contextlib.suppress(Exception):
+                await self.gateway.close()
         if self.stack is not None:
             self.stack.abort()
             if self._stack_start is not None:
@@ -308,6 +445,14 @@ class _Demo:
         self.kubelet.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
         return tails
+
+
+def _allow_open_files(wanted: int) -> None:
+    """Raise this process's soft open-file limit towards ``wanted`` (as far as the hard limit allows)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -350,28 +495,63 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
         "startup_seconds": None if demo.startup_s is None else round(demo.startup_s, 2),
         "wall_seconds": round(time.monotonic() - demo.started, 2), "error_kinds": dict(demo.loadgen.error_kinds),
         "run_id": demo.processes.run_id, "child_pids": demo.processes.pids, "interrupted": interrupted,
-        "error": error})
+        "error": error, **({"cold_start": cold_start_figures(demo.gateway)} if demo.gateway is not None else {})})
     if outputs.csv is not None and rows:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
         from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
 
+        title = f"gpu-loadtest demo: {describe_hpa(settings)}"
+        if settings.gateway:
+            title = (f"gpu-loadtest demo --min-replicas {settings.min_replicas}: {summary.gpu_seconds} GPU-seconds "
+                     f"used ({summary.seconds_at_zero} s at zero replicas)\n{describe_gateway_hpa(settings)}")
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
-                      load_drop_at=settings.profile.load_drop_at, title=f"gpu-loadtest demo: {describe_hpa(settings)}")
+                      load_drop_at=settings.profile.load_drop_at, title=title)
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
     return DemoResult(summary, rows, syncs, interrupted, error, tails)
 
 
+def cold_start_figures(gateway: Gateway) -> dict[str, Any]:
+    """How long requests that found no replica ready waited at the gateway (until forwarded, timed out or given
+    up), and the first of each such spell (the first request after the pool went idle); the gateway's outcomes."""
+    counts = gateway.counts
+    waits = counts.cold_waits
+
+    def seconds(value: float | None) -> float | None:
+        return None if value is None else round(value, 2)
+
+    return {"requests": len(waits), "wait_p50_seconds": seconds(percentile(waits, 50)),
+            "wait_max_seconds": seconds(max(waits, default=None)),
+            "first_request_waits_seconds": [round(w, 2) for w in counts.first_waits],
+            "received": counts.received, "forwarded": counts.forwarded, "timed_out": counts.timed_out,
+            "abandoned": counts.abandoned, "upstream_errors": counts.upstream_errors}
+
+
 def describe_metrics(settings: DemoSettings) -> str:
     """``X (Pods, target T) and Y (Pods, target U)``: what the HPA scales on."""
+    if settings.gateway:
+        return (f"{GATEWAY_QUEUE} (External, AverageValue {settings.queue_target:g}) and {GATEWAY_RUNNING} "
+                f"(External, Value {settings.running_target:g}), {settings.selector}")
     targets = {QUEUE_METRIC: settings.queue_target, settings.metric: settings.target}
     return " and ".join(f"{name} (Pods, target {targets[name]:g})" for name in settings.hpa_metrics)
 
 
-def describe_hpa(settings: DemoSettings) -> str:
-    """``HPA on ..., sync every Ns`` for titles."""
-    return f"HPA on {describe_metrics(settings)}, sync every {settings.sync_period_s:g}s"
+def describe_gateway_hpa(settings: DemoSettings) -> str:
+    """The scale-to-zero HPA in a few lines, for plot titles."""
+    return "\n".join((*textwrap.wrap(f"HPA on {describe_metrics(settings)}", 110),
+                      f"sync every {settings.sync_period_s:g}s, cold start {settings.cold_start_s:g}s, gateway "
+                      f"timeout {settings.gateway_timeout_s:g}s"))
+
+
+def describe_hpa(settings: DemoSettings, *, min_replicas: bool = True) -> str:
+    """``HPA on ..., sync every Ns`` for titles (with the gateway: minReplicas, unless told not to, and the cold
+    start too)."""
+    text = f"HPA on {describe_metrics(settings)}, sync every {settings.sync_period_s:g}s"
+    if settings.gateway:
+        text += (f", minReplicas {settings.min_replicas}" if min_replicas else "") + \
+            f", cold start {settings.cold_start_s:g}s"
+    return text
 
 
 def with_overrides(settings: DemoSettings, **changes: Any) -> DemoSettings:

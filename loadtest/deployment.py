@@ -6,7 +6,10 @@ standalone objects file (so the HPA's label selector matches it); once its addre
 file-based target list with its ``namespace``/``pod`` labels (as a PodMonitor would add them), so its own
 ``/metrics`` is scraped. It joins the Service's endpoints once ``/healthz`` answers. Scale-down removes the
 highest-numbered replicas from all of these and from the endpoints, then stops them gracefully. A refresh loop
-reads every ready replica's busy fraction (and queue) and writes it into the exporter's fake GPU state.
+reads every ready replica's busy fraction (and queue) and writes it into the exporter's fake GPU state, and hands
+the ready replicas to ``on_endpoints`` (the demo's gateway) after each refresh and each scale. A replica with a cold
+start (``cold_start_s``) holds its GPU from its start, and is ready only once its model is loaded.
+``gpu_seconds()`` adds up the time each replica held its GPU.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import asyncio
 import contextlib
 import itertools
 import sys
-from collections.abc import Coroutine, Mapping
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,7 @@ class DeploymentConfig:
     gpu_seed: str = ""
     start_timeout_s: float = 20.0
     grace_s: float = 5.0
+    cold_start_s: float = 0.0
 
     @property
     def selector(self) -> str:
@@ -67,13 +72,15 @@ class Replica:
     ready: bool = False
     busy: float = 0.0
     waiting: int = 0
+    started_at: float = 0.0  # time.monotonic() at its start: it holds its GPU from then on
 
 
 class LocalDeployment:
     """Implements :class:`loadtest.hpa_loop.Workload`."""
 
     def __init__(self, config: DeploymentConfig, processes: ChildProcesses, kubelet: PodResourcesServer,
-                 gpu_state_path: Path, objects_path: Path, targets_path: Path | None = None) -> None:
+                 gpu_state_path: Path, objects_path: Path, targets_path: Path | None = None, *,
+                 on_endpoints: Callable[[Sequence[Replica]], None] | None = None) -> None:
         self.config = config
         self.processes = processes
         self.kubelet = kubelet
@@ -81,7 +88,9 @@ class LocalDeployment:
         self.objects_path = objects_path
         self.targets_path = targets_path
         self.replicas: dict[int, Replica] = {}
+        self.on_endpoints = on_endpoints
         self._spec = 0
+        self._gpu_seconds_done = 0.0  # of replicas stopped already
         self._turn = itertools.count()
         self._starting: set[asyncio.Task[None]] = set()
         self._stopping: set[asyncio.Task[None]] = set()
@@ -107,7 +116,10 @@ class LocalDeployment:
             if index not in self.replicas:
                 self._start(index)
         leaving = [self.replicas.pop(i) for i in sorted(self.replicas) if i >= replicas]
+        now = time.monotonic()
+        self._gpu_seconds_done += sum(now - r.started_at for r in leaving)
         self.publish()
+        self._hand_endpoints()
         if leaving:
             self._background(self._stopping, self._stop(leaving))
 
@@ -126,12 +138,24 @@ class LocalDeployment:
         ready = [r.waiting for r in self.replicas.values() if r.ready]
         return sum(ready) / len(ready) if ready else None
 
+    def gpu_seconds(self) -> float:
+        """Seconds of GPU held by every replica so far (started and not yet told to stop; cold starts included)."""
+        now = time.monotonic()
+        return self._gpu_seconds_done + sum(now - r.started_at for r in self.replicas.values())
+
+    def ready_replicas(self) -> list[Replica]:
+        return [r for _, r in sorted(self.replicas.items()) if r.ready and r.url]
+
+    def _hand_endpoints(self) -> None:
+        if self.on_endpoints is not None:
+            self.on_endpoints(self.ready_replicas())
+
     def next_url(self) -> str | None:
         """Round-robin over ready replicas, as a Service spreads connections over ready endpoints."""
-        ready = [r.url for _, r in sorted(self.replicas.items()) if r.ready and r.url]
+        ready = self.ready_replicas()
         if not ready:
             return None
-        return f"{ready[next(self._turn) % len(ready)]}/infer"
+        return f"{ready[next(self._turn) % len(ready)].url}/infer"
 
     def publish(self) -> None:
         names = [r.name for _, r in sorted(self.replicas.items())]
@@ -155,8 +179,8 @@ class LocalDeployment:
         child = self.processes.spawn(name, [
             sys.executable, "-m", "loadtest", "replica", "--name", name, "--gpu", str(index),
             "--service-ms", f"{cfg.service_s * 1000:g}", "--busy-window", f"{cfg.busy_window_s:g}",
-            "--grace", f"{cfg.grace_s:g}"], stdout_pipe=True)
-        replica = Replica(index, name, fake_gpu_uuid(cfg.gpu_seed, index), child)
+            "--grace", f"{cfg.grace_s:g}", "--cold-start", f"{cfg.cold_start_s:g}"], stdout_pipe=True)
+        replica = Replica(index, name, fake_gpu_uuid(cfg.gpu_seed, index), child, started_at=time.monotonic())
         self.replicas[index] = replica
         self._background(self._starting, self._learn_address(replica))
 
@@ -194,6 +218,7 @@ class LocalDeployment:
             raise self.failure
         await asyncio.gather(*(self._refresh_one(r) for r in list(self.replicas.values())))
         self.write_gpu_state()
+        self._hand_endpoints()
 
     async def _refresh_one(self, replica: Replica) -> None:
         if replica.url is None:

@@ -120,8 +120,7 @@ class HpaLoop:
         self.last_decision = decision
         if decision.rescale:
             await self.workload.scale(decision.desired)
-        seen = {p.metric.name: None if p.current_milli is None else p.current_milli / 1000
-                for p in decision.proposals}
+        seen = {m.name: _value_seen(m, readings.get(m.key), decision) for m in self.autoscaler.spec.metrics}
         record = SyncRecord(now, decision.current, decision.desired, seen.get(self.metric_names[0]), decision.reason,
                             decision.error, readings=seen)
         self.history.append(record)
@@ -140,3 +139,15 @@ class HpaLoop:
             delay = start + n * period_s - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
+
+
+def _value_seen(metric: MetricSpec, reading: Reading | None, decision: Decision) -> float | None:
+    """What the sync read for ``metric``, in its units: an Object metric's value, an External metric's sum (what the
+    controller compares with a Value target, or divides by the replicas for an AverageValue one, also at 0
+    replicas), a Pods metric's average over the pods the controller counted; ``None`` when it read nothing."""
+    if isinstance(reading, ExternalValues):
+        return sum(reading.milli_items) / 1000 if reading.milli_items else None
+    if isinstance(reading, ObjectValue):
+        return reading.milli / 1000
+    proposal = next((p for p in decision.proposals if p.metric.key == metric.key), None)
+    return None if proposal is None or proposal.current_milli is None else proposal.current_milli / 1000

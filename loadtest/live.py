@@ -36,9 +36,15 @@ class Snapshot:
     waiting: float | None = None  # requests queued per ready replica (demo)
     hpa_waiting: float | None = None
     waiting_target: float | None = None
+    held: int | None = None  # requests waiting at the gateway (scale-to-zero demo)
+    seen: tuple[tuple[str, float | None, float | None], ...] = ()  # (label, value the HPA read, Value target)
 
     def hpa_sees(self, sep: str = "/") -> str:
-        """What the HPA last read against its target(s): the GPU metric, the queue, or both."""
+        """What the HPA last read against its target(s): the GPU metric, the queue, or both; ``seen`` instead
+        when given."""
+        if self.seen:
+            return ", ".join(f"{label} {_num(value, digits=1)}" + ("" if target is None else f"{sep}{target:g}")
+                             for label, value, target in self.seen)
         parts = []
         if self.metric_target is not None or self.waiting_target is None:
             parts.append(_num(self.hpa_metric, digits=1) + ("" if self.metric_target is None
@@ -98,6 +104,8 @@ class Progress:
     @staticmethod
     def line(s: Snapshot) -> str:
         waiting = "" if s.waiting is None else f" waiting {_num(s.waiting, digits=1)}"
+        if s.held is not None:
+            waiting += f" held at the gateway {s.held}"
         return (f"[{s.t:5.0f}s/{s.duration:.0f}s] {s.phase:<9} rate {s.sent}/{s.target_rps:.0f} rps ok {s.ok} "
                 f"p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | GPU {_num(s.gpu_util, '%')}{waiting} "
                 f"HPA sees {s.hpa_sees()} | replicas {_count(s.current)} (desired {_count(s.desired)}) | "
@@ -106,12 +114,15 @@ class Progress:
     def _table(self, s: Snapshot) -> Group:
         table = Table(title=f"{self.title}  {s.t:.0f}s / {s.duration:.0f}s  ({s.phase})", title_justify="left",
                       box=box.SIMPLE_HEAD, pad_edge=False)
-        for column in ("sent/target", "ok", "p50", "p95", "GPU", "waiting", "HPA sees", "replicas", "errors",
-                       "dropped"):
+        columns = ["sent/target", "ok", "p50", "p95", "GPU", "waiting", "HPA sees", "replicas", "errors", "dropped"]
+        cells = [f"{s.sent}/{s.target_rps:.0f}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
+                 _num(s.gpu_util, " %"), _num(s.waiting, digits=1), s.hpa_sees(" / "),
+                 f"{_count(s.current)} ({_count(s.desired)})", str(s.errors_total), str(s.dropped_total)]
+        if s.held is not None:
+            columns.insert(6, "held")
+            cells.insert(6, str(s.held))
+        for column in columns:
             table.add_column(column, justify="right", no_wrap=True)
-        replicas = f"{_count(s.current)} ({_count(s.desired)})"
-        table.add_row(f"{s.sent}/{s.target_rps:.0f}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
-                      _num(s.gpu_util, " %"), _num(s.waiting, digits=1), s.hpa_sees(" / "), replicas,
-                      str(s.errors_total), str(s.dropped_total))
+        table.add_row(*cells)
         last = Text(f"replicas: current (desired); last decision: {s.last_decision or '-'}", style="dim")
         return Group(table, last)

@@ -3,6 +3,7 @@ comparison of several demo runs of the same profile in one PNG."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,11 @@ def _series(rows: Sequence[TimelineRow], name: str) -> tuple[list[float], list[f
             xs.append(row.t)
             ys.append(float(value))
     return xs, ys
+
+
+def _gapped(rows: Sequence[TimelineRow], name: str) -> tuple[list[float], list[float]]:
+    """Every second, NaN where the value is missing: a line breaks there (latency in idle seconds)."""
+    return [r.t for r in rows], [math.nan if getattr(r, name) is None else float(getattr(r, name)) for r in rows]
 
 
 def plot_timeline(
@@ -49,12 +55,60 @@ def plot_timeline(
     rate.set_ylabel("requests / s")
 
     for name, label, color in (("p50_ms", "p50", "tab:blue"), ("p95_ms", "p95", "tab:orange")):
-        xs, ys = _series(rows, name)
+        xs, ys = _gapped(rows, name)
         latency.plot(xs, ys, color=color, label=label)
     if any(r.p50_ms for r in rows):
         latency.set_yscale("log")
     latency.set_ylabel("latency (ms)")
 
+    if any(r.gateway_queue is not None for r in rows):
+        _gateway_panel(metric, rows)
+    else:
+        _metric_panel(metric, rows, syncs, metric_label)
+
+    lines = [("desired_replicas", "desired", "tab:orange", 2.5),
+             ("current_replicas", "current (ready)", "tab:blue", 1.5)]
+    if any(r.gateway_queue is not None for r in rows):
+        lines.append(("pods", "holding a GPU (ready or loading the model)", "tab:grey", 1.0))
+    for name, label, color, width in lines:
+        xs, ys = _series(rows, name)
+        if xs:
+            replicas.step(xs, ys, where="post", color=color, linewidth=width, label=label)
+    for s in syncs:
+        if s.direction:
+            replicas.annotate(f"{s.current}\u2192{s.desired}", (s.t, s.desired), textcoords="offset points",
+                              xytext=(3, 4), fontsize=8)
+    replicas.set_ylabel("replicas")
+    replicas.set_xlabel("seconds since the load started")
+    replicas.yaxis.get_major_locator().set_params(integer=True)
+    replicas.set_ylim(bottom=0)
+
+    _finish(fig, (rate, latency, metric, replicas), path, load_step_at, load_drop_at)
+
+
+def _gateway_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
+    """Requests held at the gateway (and the External metric the HPA read), the pool's running requests per ready
+    endpoint as the HPA read them against their Value target."""
+    xs, ys = _gapped(rows, "gateway_queue")
+    panel.step(xs, ys, where="post", color="tab:red", alpha=0.45, linewidth=1, label="requests held at the gateway")
+    xs, ys = _gapped(rows, "hpa_gateway_queue")
+    panel.step(xs, ys, where="post", color="tab:red", linewidth=2, label="held, as the HPA saw it")
+    panel.set_ylabel("requests held at the gateway")
+    panel.set_ylim(bottom=0)
+    running = panel.twinx()
+    xs, ys = _gapped(rows, "hpa_running")  # no value while no replica is ready
+    running.step(xs, ys, where="post", color="tab:purple", linewidth=2,
+                 label="running requests per ready replica (HPA)")
+    xs, ys = _series(rows, "running_target")
+    if xs:
+        running.plot(xs, ys, color="tab:purple", linestyle="--", linewidth=1, label="its target")
+    running.set_ylabel("running per replica")
+    running.set_ylim(bottom=0)
+    running.legend(loc="upper right", fontsize=8)
+
+
+def _metric_panel(metric: Axes, rows: Sequence[TimelineRow], syncs: Sequence[SyncRecord], metric_label: str) -> None:
+    """The GPU metric (and the polled or queried values of ``run``); the replicas' queue on a second axis."""
     xs, ys = _series(rows, "gpu_util")
     if xs:
         metric.plot(xs, ys, color="tab:purple", alpha=0.45, linewidth=1, label="GPU utilisation (mean of replicas)")
@@ -87,22 +141,6 @@ def plot_timeline(
         queue.set_ylabel("requests waiting per pod")
         queue.set_ylim(bottom=0)
         queue.legend(loc="upper right", fontsize=8)
-
-    for name, label, color, width in (("desired_replicas", "desired", "tab:orange", 2.5),
-                                      ("current_replicas", "current (ready)", "tab:blue", 1.5)):
-        xs, ys = _series(rows, name)
-        if xs:
-            replicas.step(xs, ys, where="post", color=color, linewidth=width, label=label)
-    for s in syncs:
-        if s.direction:
-            replicas.annotate(f"{s.current}\u2192{s.desired}", (s.t, s.desired), textcoords="offset points",
-                              xytext=(3, 4), fontsize=8)
-    replicas.set_ylabel("replicas")
-    replicas.set_xlabel("seconds since the load started")
-    replicas.yaxis.get_major_locator().set_params(integer=True)
-    replicas.set_ylim(bottom=0)
-
-    _finish(fig, (rate, latency, metric, replicas), path, load_step_at, load_drop_at)
 
 
 def _finish(fig: Figure, axes: Sequence[Axes], path: str | Path, load_step_at: float | None,
@@ -145,7 +183,7 @@ def plot_comparison(
         rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
         failed.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
                     label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
-        xs, ys = _series(rows, "p95_ms")
+        xs, ys = _gapped(rows, "p95_ms")
         latency.plot(xs, ys, color=color, label=label)
         xs, ys = _series(rows, "current_replicas")
         replicas.step(xs, ys, where="post", color=color, linewidth=2, label=label)

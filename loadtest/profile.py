@@ -111,7 +111,7 @@ class Profile:
 
     def phases(self) -> list[str]:
         """A name per segment: ``ramp-up``/``ramp-down`` for ramps; constant segments are ``hold`` at the peak
-        rate, ``baseline`` before the first hold and ``cool-down`` after it."""
+        rate, ``idle`` at rate 0, else ``baseline`` before the first hold and ``cool-down`` after it."""
         names: list[str] = []
         seen_peak = False
         for segment in self.segments:
@@ -121,6 +121,8 @@ class Profile:
                 names.append("ramp-down")
             elif segment.start_rate == self.peak_rate:
                 names.append("hold")
+            elif segment.start_rate == 0:
+                names.append("idle")
             else:
                 names.append("cool-down" if seen_peak else "baseline")
             seen_peak = seen_peak or segment.peak == self.peak_rate

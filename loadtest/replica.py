@@ -8,9 +8,10 @@ A request whose client has gone away by the time the GPU is free is skipped, as 
 disconnected requests. ``GET /metrics`` exports what a vLLM server would (its names and labels, via
 prometheus_client as vLLM does): requests running on the GPU and waiting for it, and a KV-cache usage gauge that
 rises with the requests in flight. ``GET /stats`` reports the GPU's busy fraction over a sliding window (what the
-demo writes into the exporter's fake GPU state) and those counts, ``GET /healthz`` answers ``ok`` (503 once
-draining). SIGTERM stops
-accepting, lets queued requests finish (within a grace period) and exits, as a pod does.
+demo writes into the exporter's fake GPU state) and those counts, ``GET /healthz`` answers ``ok`` (503 while the
+model loads and once draining). A cold start (``cold_start_s``: the model load) keeps ``/healthz`` and the inference
+paths at 503 for that long after start-up, as a pod whose readiness probe fails until its server has loaded the
+model. SIGTERM stops accepting, lets queued requests finish (within a grace period) and exits, as a pod does.
 """
 
 from __future__ import annotations
@@ -30,14 +31,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from loadtest.busy import BusyWindow
+from loadtest.http1 import MAX_HEAD, Request, read_request, response
 
 __all__ = ["READY_PREFIX", "InferenceReplica", "ReplicaConfig", "VllmMetrics", "serve"]
 
 READY_PREFIX = "listening on "
-_MAX_HEAD = 64 * 1024
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-            415: "Unsupported Media Type", 503: "Service Unavailable"}
-_MAX_BODY = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -52,15 +50,7 @@ class ReplicaConfig:
     model: str = "demo-model"
     required_headers: tuple[tuple[str, str], ...] = ()  # (lower-case name, value)
     kv_cache_requests: int = 8  # requests in flight that fill the simulated KV cache
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    keep_alive: bool
-    headers: dict[str, str]  # names lower-cased
-    body: bytes
+    cold_start_s: float = 0.0  # model load: not ready for this long after start-up
 
 
 class InferenceReplica:
@@ -72,6 +62,7 @@ class InferenceReplica:
         self.rejected = 0
         self.in_flight = 0  # queued for the GPU or on it
         self.draining = False
+        self._loaded_at = 0.0
         self._gpu = asyncio.Lock()
         self._server: asyncio.Server | None = None
         self._idle: set[asyncio.StreamWriter] = set()
@@ -94,9 +85,10 @@ class InferenceReplica:
         return min(1.0, self.in_flight / self.config.kv_cache_requests)
 
     async def start(self) -> int:
-        """Listen; return the bound port."""
+        """Listen (the model load starts now); return the bound port."""
+        self._loaded_at = time.monotonic() + self.config.cold_start_s
         self._server = await asyncio.start_server(self._connection, self.config.host, self.config.port,
-                                                  limit=_MAX_HEAD)
+                                                  limit=MAX_HEAD)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def drain(self) -> None:
@@ -110,18 +102,23 @@ class InferenceReplica:
         while self._active and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
+    @property
+    def loading(self) -> bool:
+        """Still loading the model (the cold start)."""
+        return time.monotonic() < self._loaded_at
+
     def stats(self) -> dict[str, Any]:
         return {"name": self.config.name, "gpu": self.config.gpu, "busy": round(self.busy.fraction(), 4),
                 "window_s": self.config.busy_window_s, "served": self.served, "abandoned": self.abandoned,
                 "rejected": self.rejected, "in_flight": self.in_flight, "running": self.running,
-                "waiting": self.waiting}
+                "waiting": self.waiting, "loading": self.loading}
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while not self.draining:
                 self._idle.add(writer)
                 try:
-                    request = await _read_request(reader)
+                    request = await read_request(reader)
                 finally:
                     self._idle.discard(writer)
                 if request is None:
@@ -133,7 +130,7 @@ class InferenceReplica:
                         return
                     status, body = answer
                     keep = request.keep_alive and not self.draining
-                    writer.write(_response(status, body, keep))
+                    writer.write(response(status, body, keep))
                     await writer.drain()
                 finally:
                     self._active -= 1
@@ -146,8 +143,10 @@ class InferenceReplica:
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
 
-    async def _handle(self, request: _Request, reader: asyncio.StreamReader) -> tuple[int, bytes] | None:
+    async def _handle(self, request: Request, reader: asyncio.StreamReader) -> tuple[int, bytes] | None:
         path = request.path.split("?", 1)[0]
+        if path in ("/infer", "/v1/completions", "/healthz") and self.loading:
+            return 503, b"loading the model"
         if path == "/infer":
             if request.method not in ("GET", "POST"):
                 return 405, b'{"error": "use GET or POST"}'
@@ -169,7 +168,7 @@ class InferenceReplica:
             return 200, generate_latest(self.registry)
         return 404, b'{"error": "not found"}'
 
-    def _check_completion(self, request: _Request) -> tuple[int, str] | None:
+    def _check_completion(self, request: Request) -> tuple[int, str] | None:
         """Why a completion request is refused (status, message), or None when it is well-formed."""
         if request.method != "POST":
             return 405, "use POST"
@@ -218,30 +217,6 @@ class InferenceReplica:
                 "service_ms": round((finished - started) * 1e3, 2), "started": started, "finished": finished}
 
 
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """One request (head and body); ``None`` when the client closed the connection."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, version = lines[0].split(" ", 2)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, colon, value = line.partition(":")
-        if colon:
-            headers[name.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        raise ValueError("chunked request bodies are not supported")
-    length = int(headers.get("content-length", "0") or 0)
-    if length > _MAX_BODY:
-        raise ValueError("request body too large")
-    body = await reader.readexactly(length) if length else b""
-    connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    return _Request(method, target, keep_alive, headers, body)
-
-
 class VllmMetrics(Collector):
     """The replica's state under vLLM's metric names and labels (V1 engine: ``model_name``, ``engine``)."""
 
@@ -259,18 +234,6 @@ class VllmMetrics(Collector):
             family = GaugeMetricFamily(name, help_text, labels=labels)
             family.add_metric(values, value)
             yield family
-
-
-def _response(status: int, body: bytes, keep_alive: bool) -> bytes:
-    if body.startswith(b"{"):
-        kind = "application/json"
-    elif body.startswith(b"# HELP"):
-        kind = "text/plain; version=0.0.4; charset=utf-8"
-    else:
-        kind = "text/plain; charset=utf-8"
-    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\nContent-Type: {kind}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n")
-    return head.encode("latin-1") + body
 
 
 async def serve(config: ReplicaConfig) -> None:

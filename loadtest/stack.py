@@ -1,7 +1,8 @@
-"""The metrics path of the demo, as real processes: the exporter (fake GPUs, Kubernetes mode) and the inference
-replicas' own ``/metrics`` (a file-based target list the deployment keeps) -> Prometheus -> the adapter serving
-custom.metrics.k8s.io over HTTPS (GPU presets plus the vllm preset). Every process is registered with the run's
-:class:`~loadtest.processes.ChildProcesses`."""
+"""The metrics path of the demo, as real processes: the exporter (fake GPUs, Kubernetes mode), the inference
+replicas' own ``/metrics`` (a file-based target list the deployment keeps) and, in front of the replicas, the
+gateway's endpoint-picker metrics when there is one -> Prometheus -> the adapter serving custom.metrics.k8s.io and
+external.metrics.k8s.io over HTTPS (GPU presets plus the vllm preset, and the inference-gateway preset with a
+gateway). Every process is registered with the run's :class:`~loadtest.processes.ChildProcesses`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,10 +21,12 @@ from loadtest.processes import Child, ChildProcesses
 from loadtest.prometheus import PrometheusServer, free_port
 from loadtest.statefiles import atomic_write_json
 
-__all__ = ["RULES", "MetricsStack", "StackConfig", "StackError"]
+__all__ = ["GATEWAY_RULES", "RULES", "MetricsStack", "StackConfig", "StackError"]
 
 RULES = "include: [gpu-presets, vllm]\n"
 """The adapter's rules: the GPU presets (the exporter's series) and the vllm preset (the replicas' own)."""
+GATEWAY_RULES = "include: [gpu-presets, vllm, inference-gateway]\n"
+"""With a gateway: its endpoint-picker series through the inference-gateway preset too."""
 
 
 class StackError(RuntimeError):
@@ -47,6 +51,7 @@ class StackConfig:
     scrape_interval_s: float = 1.0
     relist_interval_s: float = 5.0
     startup_timeout_s: float = 60.0
+    gateway: tuple[str, Mapping[str, str]] | None = None  # (host:port, target labels) of the gateway's /metrics
 
 
 class MetricsStack:
@@ -80,14 +85,20 @@ class MetricsStack:
             "-a", self.exporter_address, "-c", str(cfg.collect_interval_ms)])
         if not cfg.inference_targets.exists():
             atomic_write_json(cfg.inference_targets, [])
-        cfg.rules_file.write_text(RULES)
+        cfg.rules_file.write_text(RULES if cfg.gateway is None else GATEWAY_RULES)
         # The replicas, as a PodMonitor would scrape them: their series get the target's namespace/pod labels.
         replicas = {"job_name": "inference", "scrape_interval": f"{cfg.scrape_interval_s:g}s",
                     "scrape_timeout": f"{cfg.scrape_interval_s:g}s",
                     "file_sd_configs": [{"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}
+        jobs = [replicas]
+        if cfg.gateway is not None:  # as a ServiceMonitor on the endpoint picker would: its namespace and pod
+            address, labels = cfg.gateway
+            jobs.append({"job_name": "gateway", "scrape_interval": f"{cfg.scrape_interval_s:g}s",
+                         "scrape_timeout": f"{cfg.scrape_interval_s:g}s",
+                         "static_configs": [{"targets": [address], "labels": dict(labels)}]})
         self.prometheus = PrometheusServer([self.exporter_address], job="gpu-exporter",
                                            scrape_interval=f"{cfg.scrape_interval_s:g}s", honor_labels=True,
-                                           extra_scrape_configs=[replicas],
+                                           extra_scrape_configs=jobs,
                                            env=self.processes.env, startup_timeout=cfg.startup_timeout_s,
                                            tmp_prefix="gpu-loadtest-prometheus-")
         self.processes.adopt("prometheus", self.prometheus.process, self.prometheus.log_path)

@@ -25,7 +25,9 @@ class Summary:
     first scale-down decision; ``back_to_initial_seconds``: load drop to the replica count being back where it
     started (``None`` when that did not happen). When the run knows how many replicas its peak load needs
     (``needed_replicas``), ``scale_ups_to_needed`` counts the scale-up decisions from the load step to the first
-    that asked for at least that many (``None`` when none did). ``decisions`` lists every sync."""
+    that asked for at least that many (``None`` when none did). ``decisions`` lists every sync. ``gpu_seconds``: the
+    GPU time the replicas held over the profile (replica-seconds, cold starts included), ``seconds_at_zero`` the
+    profile's seconds that ended with no replica at all (both ``None`` when the run did not record them)."""
 
     initial_replicas: int | None
     peak_replicas: int | None
@@ -44,6 +46,8 @@ class Summary:
     needed_replicas: int | None = None
     scale_ups_to_needed: int | None = None
     decisions: list[dict[str, Any]] = field(default_factory=list)
+    gpu_seconds: float | None = None
+    seconds_at_zero: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -111,6 +115,9 @@ def summarize(
     decisions = [{"t": _rounded(s.t), "from": s.current, "to": s.desired,
                   "readings": {k: _rounded(v) for k, v in s.readings.items()}, "reason": s.reason or None,
                   "error": s.error} for s in syncs]
+    in_profile = [r for r in rows if r.phase != "drain"]
+    used = [r.gpu_seconds for r in in_profile if r.gpu_seconds is not None]
+    pods = [r.pods for r in in_profile if r.pods is not None]
     return Summary(
         initial_replicas=initial,
         peak_replicas=peak,
@@ -129,5 +136,7 @@ def summarize(
         needed_replicas=needed_replicas,
         scale_ups_to_needed=ups_to_needed,
         decisions=decisions,
+        gpu_seconds=round(max(used), 1) if used else None,
+        seconds_at_zero=sum(1 for p in pods if p == 0) if pods else None,
         extra=dict(extra or {}),
     )

@@ -24,7 +24,11 @@ class TimelineRow:
     (``run --hpa``); ``metric_value`` the average of a polled metrics API path and ``prom_value`` the ``--query``
     result from Prometheus (``run`` only). Demo only: ``waiting`` is the replicas' true mean of requests queued
     for the GPU, ``hpa_waiting`` the per-pod average of ``vllm:num_requests_waiting`` the HPA last read (when it
-    scales on it) and ``waiting_target`` its target.
+    scales on it) and ``waiting_target`` its target; ``pods`` the replicas holding a GPU (ready or still loading
+    their model) and ``gpu_seconds`` the GPU time they used since the load started. With a gateway in front:
+    ``gateway_queue`` the requests it held, ``hpa_gateway_queue`` that queue as the HPA last read it (the External
+    metric's value, for an AverageValue target of ``waiting_target`` per replica), ``hpa_running`` the running
+    requests per ready endpoint the HPA last read and ``running_target`` its Value target.
     """
 
     t: float
@@ -46,6 +50,12 @@ class TimelineRow:
     waiting: float | None = None
     hpa_waiting: float | None = None
     waiting_target: float | None = None
+    pods: int | None = None
+    gpu_seconds: float | None = None
+    gateway_queue: float | None = None
+    hpa_gateway_queue: float | None = None
+    hpa_running: float | None = None
+    running_target: float | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
 
 
@@ -56,10 +66,12 @@ class SyncRecord:
     t: float
     current: int
     desired: int
-    metric: float | None = None  # the (first) metric's per-pod average, in its units
+    metric: float | None = None  # the first metric's value, as in ``readings``
     reason: str = ""
     error: str | None = None
-    readings: Mapping[str, float | None] = field(default_factory=dict)  # every metric's value, by name
+    # Every metric's value as the sync read it, by name: a Pods metric's per-pod average, an Object metric's value,
+    # an External metric's sum over its series.
+    readings: Mapping[str, float | None] = field(default_factory=dict)
 
     @property
     def direction(self) -> int:

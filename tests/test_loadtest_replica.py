@@ -111,3 +111,24 @@ def test_metrics_are_vllm_shaped_and_follow_the_requests_in_flight() -> None:
     assert values == {"vllm:num_requests_running": ("gauge", labels, 1.0),
                       "vllm:num_requests_waiting": ("gauge", labels, 2.0),
                       "vllm:kv_cache_usage_perc": ("gauge", labels, 0.375)}
+
+
+def test_a_cold_start_keeps_the_replica_unready_until_its_model_is_loaded() -> None:
+    """503 on /healthz and on inference while the model loads (a readiness probe fails), then ready; /stats says
+    so throughout."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "loadtest", "replica", "--cold-start", "3s", "--port", "0"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        url = f"http://{process.stdout.readline().strip().removeprefix(READY_PREFIX)}"  # the load starts here
+        loading = httpx.get(f"{url}/healthz", timeout=5)
+        assert (loading.status_code, loading.text) == (503, "loading the model")
+        assert httpx.get(f"{url}/stats", timeout=5).json()["loading"] is True
+        assert httpx.get(f"{url}/infer", timeout=5).status_code == 503
+        wait_until(lambda: httpx.get(f"{url}/healthz", timeout=5).status_code == 200)
+        assert httpx.get(f"{url}/stats", timeout=5).json()["loading"] is False
+        assert httpx.get(f"{url}/infer", timeout=5).status_code == 200
+    finally:
+        process.kill()
+        process.communicate()

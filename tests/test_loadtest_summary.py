@@ -116,3 +116,18 @@ def test_scale_ups_to_needed_counts_decisions_after_the_step(needed: int, expect
     assert summary.decisions[3]["error"].startswith("invalid metrics")
     assert summary.failed == 14
     assert summary.to_json()["scale_ups_to_needed"] == expected
+
+
+def test_gpu_seconds_and_time_at_zero_come_from_the_profiles_seconds() -> None:
+    """GPU-seconds: the cumulative figure at the profile's last second (drain seconds, when requests sent during
+    the profile still finish, do not count); seconds at zero: profile seconds that ended with no replica."""
+    pods = [1, 1, 0, 0, 0, 2, 2, 0]
+    used = [1.0, 2.0, 2.4, 2.4, 2.4, 3.9, 5.9, 6.5]
+    rows = [TimelineRow(t=float(t), phase="hold", target_rps=1.0, pods=p, gpu_seconds=g)
+            for t, (p, g) in enumerate(zip(pods, used, strict=True))]
+    rows.append(TimelineRow(t=8.0, phase="drain", target_rps=0.0, pods=1, gpu_seconds=7.5))
+    summary = summarize(rows, [], None, None)
+    assert (summary.gpu_seconds, summary.seconds_at_zero) == (6.5, 4)
+    assert summary.to_json()["gpu_seconds"] == 6.5
+    plain = summarize(rows_with([1, 1]), [], None, None)  # a run that records neither
+    assert (plain.gpu_seconds, plain.seconds_at_zero) == (None, None)
