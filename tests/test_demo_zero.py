@@ -13,7 +13,7 @@ import pytest
 from tests.support.tools import require_tool
 from tests.test_demo import assert_all_gone, quick_run
 
-pytestmark = pytest.mark.demo
+pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
 
 QUEUE, RUNNING = "llm_d_epp_flow_control_queue_size", "llm_d_epp_average_running_requests"
 
