@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -29,7 +27,9 @@ import grpc.aio
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from exporter_scrape import machine_line  # noqa: E402
 
 from adapter.keda.externalscaler import externalscaler_pb2 as pb  # noqa: E402
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc  # noqa: E402
@@ -41,18 +41,6 @@ from tests.support.prometheus import PrometheusServer, free_port  # noqa: E402
 PODS = 10
 METADATA = {"metric": "DCGM_FI_DEV_GPU_UTIL", "resource": "pods", "labelSelector": "app=bench", "targetValue": "60"}
 HTTP_PATH = "/apis/custom.metrics.k8s.io/v1beta2/namespaces/bench/pods/*/DCGM_FI_DEV_GPU_UTIL"
-
-
-def machine_line() -> str:
-    model = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"machine: {model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 def exposition() -> str:

@@ -54,26 +54,24 @@ PROMETHEUS_VALID = [
 PROMETHEUS_INVALID = ["1", "1y1m1d", "1.5d", "d", "294y", "200y10400w", "107675d", "2584200h", "", "-3s", "-1w"]
 
 
-@pytest.mark.parametrize(("text", "nanoseconds"), GO_VALID)
-def test_go_durations_upstream_accepts(text: str, nanoseconds: int) -> None:
-    assert parse_go_duration(text) == nanoseconds / 1e9
+# grammar -> its parser, and what its refusals say
+GRAMMARS = {"go": (parse_go_duration, "expected a duration like"),
+            "prometheus": (parse_prometheus_duration, "expected a Prometheus duration")}
+ACCEPTED = [("go", *case) for case in GO_VALID] + [("prometheus", *case) for case in PROMETHEUS_VALID]
+REFUSED = [("go", text) for text in GO_INVALID] + [("prometheus", text) for text in PROMETHEUS_INVALID]
 
 
-@pytest.mark.parametrize("text", GO_INVALID)
-def test_go_durations_upstream_refuses(text: str) -> None:
-    with pytest.raises(DurationError, match="expected a duration like"):
-        parse_go_duration(text)
+@pytest.mark.parametrize(("grammar", "text", "nanoseconds"), ACCEPTED)
+def test_upstream_accepts(grammar: str, text: str, nanoseconds: int) -> None:
+    parse, _ = GRAMMARS[grammar]
+    assert parse(text) == nanoseconds / 1e9
 
 
-@pytest.mark.parametrize(("text", "nanoseconds"), PROMETHEUS_VALID)
-def test_prometheus_durations_upstream_accepts(text: str, nanoseconds: int) -> None:
-    assert parse_prometheus_duration(text) == nanoseconds / 1e9
-
-
-@pytest.mark.parametrize("text", PROMETHEUS_INVALID)
-def test_prometheus_durations_upstream_refuses(text: str) -> None:
-    with pytest.raises(DurationError, match="expected a Prometheus duration"):
-        parse_prometheus_duration(text)
+@pytest.mark.parametrize(("grammar", "text"), REFUSED)
+def test_upstream_refuses(grammar: str, text: str) -> None:
+    parse, refusal = GRAMMARS[grammar]
+    with pytest.raises(DurationError, match=refusal):
+        parse(text)
 
 
 @pytest.mark.parametrize(("text", "go", "prometheus"), [

@@ -73,20 +73,13 @@ def exposition() -> str:
 @pytest.fixture(scope="module")
 def guide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterProcess, Path]]:
     tmp = tmp_path_factory.mktemp("guide")
-    endpoint = MetricsEndpoint(exposition())
-    prom = PrometheusServer([(endpoint.address, {})], job="dcgm-exporter")
     rules = tmp / "rules.yaml"
     rules.write_text(GUIDE_RULES)
-    adapter = None
-    try:
+    with (MetricsEndpoint(exposition()) as endpoint,
+          PrometheusServer([(endpoint.address, {})], job="dcgm-exporter") as prom):
         prom.wait_for('DCGM_FI_DEV_GPU_UTIL{exported_pod="other-0"}', timeout=30)
-        adapter = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(rules)])
-        yield adapter, tmp
-    finally:
-        if adapter is not None:
-            adapter.stop()
-        prom.stop()
-        endpoint.stop()
+        with AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(rules)]) as adapter:
+            yield adapter, tmp
 
 
 def kubectl_raw(adapter: AdapterProcess, tmp: Path, path: str) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -123,27 +123,18 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("gateway")
-    endpoints: dict[str, MetricsEndpoint] = {}
-    targets: list[Any] = []
-    for name, (namespace, pod) in TARGETS.items():
-        endpoints[name] = MetricsEndpoint(text=(DATA / name).read_text())
-        targets.append((endpoints[name].address, target_labels(namespace, pod)))
     (tmp / "rules.yaml").write_text("include: [inference-gateway]\n")
-    prom = PrometheusServer(targets, job="epp")
-    adapter = None
-    try:
+    with ExitStack() as running:
+        endpoints = {name: running.enter_context(MetricsEndpoint(text=(DATA / name).read_text())) for name in TARGETS}
+        targets = [(endpoints[name].address, target_labels(namespace, pod))
+                   for name, (namespace, pod) in TARGETS.items()]
+        prom = running.enter_context(PrometheusServer(targets, job="epp"))
         prom.wait_for('count(count by (instance) ({__name__=~"llm_d_epp_ready_endpoints|inference_pool_ready_pods"})) '
                       f'== {len(TARGETS)}', timeout=40)
-        adapter = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"),
-                                                                "--metrics-relist-interval", "1s"])
+        adapter = running.enter_context(AdapterProcess(prom.url, str(tmp / "certs"), [
+            "--config", str(tmp / "rules.yaml"), "--metrics-relist-interval", "1s"]))
         wait_until_listed(adapter)
         yield Stack(adapter, endpoints["llm-d-router-gemma-waiting.prom"])
-    finally:
-        if adapter is not None:
-            adapter.stop()
-        prom.stop()
-        for endpoint in endpoints.values():
-            endpoint.stop()
 
 
 def wait_until_listed(adapter: AdapterProcess, timeout: float = 15) -> None:

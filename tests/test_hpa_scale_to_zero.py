@@ -75,6 +75,7 @@ TOO_FEW = ("ScalingLimited", True, "TooFewReplicas")
 AT_ZERO = ("ScaledToZero", True, "ScaledToZero")
 NOT_AT_ZERO = ("ScaledToZero", False, "NotScaledToZero")
 STATUS_OK = {RESCALED, VALID, WITHIN}
+PAUSED = frozenset({GOT_SCALE, DISABLED})  # a target at 0 the controller leaves alone
 
 
 def cpu_pods(levels: Sequence[int]) -> tuple[tuple[Pod, ...], ResourceUsage]:
@@ -114,58 +115,57 @@ def status_after(case: SyncCase, decision: Decision) -> frozenset[tuple[str, boo
     return frozenset(status.values())
 
 
-def both_gates(id: str, **fields: object) -> list[SyncCase]:
+Outcome = tuple[int, frozenset[tuple[str, bool, str]]]  # (desired, status)
+
+
+def per_gate(id: str, on: Outcome, off: Outcome, words: tuple[str, str] = ("enabled", "disabled"),
+             **fields: object) -> list[SyncCase]:
+    """One upstream test run with the HPAScaleToZero gate on, then off: the same inputs, ``id`` with ``{}`` for the
+    gate's word, and the outcome each way."""
+    return [SyncCase(id.format(word), gate=gate, desired=desired, status=status, **fields)  # type: ignore[arg-type]
+            for gate, word, (desired, status) in zip((True, False), words, (on, off), strict=True)]
+
+
+def both_gates(id: str, desired: int, status: frozenset[tuple[str, bool, str]], **fields: object) -> list[SyncCase]:
     """Upstream's ``for _, fgEnabled := range []bool{true, false}`` tests whose outcome does not depend on it."""
-    return [SyncCase(f"{id}/HPAScaleToZero={gate}", gate=gate, **fields) for gate in (True, False)]  # type: ignore[arg-type]
+    return per_gate(f"{id}/HPAScaleToZero={{}}", (desired, status), (desired, status), ("True", "False"), **fields)
 
 
 CPU_3, CPU_3_USAGE = cpu_pods((300, 500, 700))
 SYNC_CASES = [
     # TestScaleUpCMObject: a target the HPA took to 0 wakes on an Object Value metric: ceil(20/15) = 2.
-    SyncCase("TestScaleUpCMObject/scale up from zero with feature gate enabled",
-             HPASpec(6, (QPS_OBJECT_15,), min_replicas=0), 0, ObjectValue(20_000), True, 2,
-             frozenset({NOT_AT_ZERO, RESCALED, VALID, WITHIN}), scaled_to_zero=True),
-    SyncCase("TestScaleUpCMObject/scale up from zero with feature gate disabled",
-             HPASpec(6, (QPS_OBJECT_15,), min_replicas=0), 0, ObjectValue(20_000), False, 0,
-             frozenset({GOT_SCALE, DISABLED}), scaled_to_zero=True),
+    *per_gate("TestScaleUpCMObject/scale up from zero with feature gate {}",
+              hpa=HPASpec(6, (QPS_OBJECT_15,), min_replicas=0), spec_replicas=0, reading=ObjectValue(20_000),
+              on=(2, frozenset({NOT_AT_ZERO, RESCALED, VALID, WITHIN})), off=(0, PAUSED), scaled_to_zero=True),
     # At 0 replicas the tolerance does not apply: a ratio of exactly 1 still asks for ceil(1) = 1.
-    SyncCase("TestScaleUpCMObject/scale up from zero ignores tolerance with feature gate enabled",
-             HPASpec(6, (QPS_OBJECT_1,), min_replicas=0), 0, ObjectValue(1_000), True, 1,
-             frozenset({NOT_AT_ZERO, RESCALED, VALID, WITHIN}), scaled_to_zero=True),
-    SyncCase("TestScaleUpCMObject/scale up from zero ignores tolerance with feature gate disabled",
-             HPASpec(6, (QPS_OBJECT_1,), min_replicas=0), 0, ObjectValue(1_000), False, 0,
-             frozenset({GOT_SCALE, DISABLED}), scaled_to_zero=True),
+    *per_gate("TestScaleUpCMObject/scale up from zero ignores tolerance with feature gate {}",
+              hpa=HPASpec(6, (QPS_OBJECT_1,), min_replicas=0), spec_replicas=0, reading=ObjectValue(1_000),
+              on=(1, frozenset({NOT_AT_ZERO, RESCALED, VALID, WITHIN})), off=(0, PAUSED), scaled_to_zero=True),
     # TestScaleDownCM: a metric at 0 takes 5 pods to 0; with the gate on, the HPA records that it did.
-    SyncCase("TestScaleDownCM/scale down to zero object metric with feature gate enabled",
-             HPASpec(6, (QPS_OBJECT_20,), min_replicas=0), 5, ObjectValue(0), True, 0,
-             frozenset(STATUS_OK | {AT_ZERO}), pods=running_pods(5), fresh_history=True),
-    SyncCase("TestScaleDownCM/scale down to zero object metric with feature gate disabled",
-             HPASpec(6, (QPS_OBJECT_20,), min_replicas=0), 5, ObjectValue(0), False, 0,
-             frozenset(STATUS_OK), pods=running_pods(5), fresh_history=True),
-    SyncCase("TestScaleDownCM/scale down to zero external metric with feature gate enabled",
-             HPASpec(6, (QPS_EXTERNAL_14_4,), min_replicas=0), 5, ExternalValues((0,)), True, 0,
-             frozenset(STATUS_OK | {AT_ZERO}), pods=running_pods(5), fresh_history=True),
-    SyncCase("TestScaleDownCM/scale down to zero external metric with feature gate disabled",
-             HPASpec(6, (QPS_EXTERNAL_14_4,), min_replicas=0), 5, ExternalValues((0,)), False, 0,
-             frozenset(STATUS_OK), pods=running_pods(5), fresh_history=True),
+    *per_gate("TestScaleDownCM/scale down to zero object metric with feature gate {}",
+              hpa=HPASpec(6, (QPS_OBJECT_20,), min_replicas=0), spec_replicas=5, reading=ObjectValue(0),
+              on=(0, frozenset(STATUS_OK | {AT_ZERO})), off=(0, frozenset(STATUS_OK)), pods=running_pods(5),
+              fresh_history=True),
+    *per_gate("TestScaleDownCM/scale down to zero external metric with feature gate {}",
+              hpa=HPASpec(6, (QPS_EXTERNAL_14_4,), min_replicas=0), spec_replicas=5, reading=ExternalValues((0,)),
+              on=(0, frozenset(STATUS_OK | {AT_ZERO})), off=(0, frozenset(STATUS_OK)), pods=running_pods(5),
+              fresh_history=True),
     # Without the ScaledToZero condition, 0 replicas means paused by hand: no wake-up, whatever the metric says.
     *both_gates("TestScaleUpFromZeroWithoutCondition", hpa=HPASpec(6, (QPS_OBJECT_15,), min_replicas=0),
-                spec_replicas=0, reading=ObjectValue(20_000), desired=0, status=frozenset({GOT_SCALE, DISABLED})),
+                spec_replicas=0, reading=ObjectValue(20_000), desired=0, status=PAUSED),
     # minReplicas raised to 2 while the HPA held the target at 0: it wakes to at least 2 (ceil(10/15) = 1 -> 2).
-    SyncCase("TestScaleUpFromZeroWhenMinReplicasIncreased/HPAScaleToZero=true",
-             HPASpec(6, (MetricSpec.object("qps", "Deployment/some-deployment", value="15000m"),), min_replicas=2),
-             0, ObjectValue(10_000), True, 2, frozenset({NOT_AT_ZERO, RESCALED, VALID, TOO_FEW}),
-             scaled_to_zero=True),
-    SyncCase("TestScaleUpFromZeroWhenMinReplicasIncreased/HPAScaleToZero=false",
-             HPASpec(6, (MetricSpec.object("qps", "Deployment/some-deployment", value="15000m"),), min_replicas=2),
-             0, ObjectValue(10_000), False, 0, frozenset({GOT_SCALE, DISABLED}), scaled_to_zero=True),
+    *per_gate("TestScaleUpFromZeroWhenMinReplicasIncreased/HPAScaleToZero={}", words=("true", "false"),
+              hpa=HPASpec(6, (MetricSpec.object("qps", "Deployment/some-deployment", value="15000m"),),
+                          min_replicas=2),
+              spec_replicas=0, reading=ObjectValue(10_000), on=(2, frozenset({NOT_AT_ZERO, RESCALED, VALID, TOO_FEW})),
+              off=(0, PAUSED), scaled_to_zero=True),
     *both_gates("TestManualScaleToZeroDisablesHPA", hpa=HPASpec(6, (CPU_50,)), spec_replicas=0,
-                reading=ResourceUsage({}), desired=0, status=frozenset({GOT_SCALE, DISABLED})),
+                reading=ResourceUsage({}), desired=0, status=PAUSED),
     # Any rescale rewrites the condition: False with the gate on, removed with it off. cpu 50 % of request against 30.
-    SyncCase("TestScaledToZeroConditionHandledOnNormalRescale/HPAScaleToZero=true", HPASpec(6, (CPU_30,)), 3,
-             CPU_3_USAGE, True, 5, frozenset(STATUS_OK | {NOT_AT_ZERO}), scaled_to_zero=True, pods=CPU_3),
-    SyncCase("TestScaledToZeroConditionHandledOnNormalRescale/HPAScaleToZero=false", HPASpec(6, (CPU_30,)), 3,
-             CPU_3_USAGE, False, 5, frozenset(STATUS_OK), scaled_to_zero=True, pods=CPU_3),
+    *per_gate("TestScaledToZeroConditionHandledOnNormalRescale/HPAScaleToZero={}", words=("true", "false"),
+              hpa=HPASpec(6, (CPU_30,)), spec_replicas=3, reading=CPU_3_USAGE,
+              on=(5, frozenset(STATUS_OK | {NOT_AT_ZERO})), off=(5, frozenset(STATUS_OK)), scaled_to_zero=True,
+              pods=CPU_3),
 ]  # fmt: skip
 # Not in the table: TestScaleUpFromZeroOneMetricInvalid and TestReplicaLimits' "scale down to zero when min replicas
 # is zero" give the controller minReplicas 0 with only a cpu metric, a spec the API server rejects before any

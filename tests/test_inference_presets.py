@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -263,30 +264,24 @@ def growing(text: str, started: float, per_second: float = 0.1) -> Callable[[], 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
     tmp = tmp_path_factory.mktemp("inference")
-    started = time.monotonic()
-    endpoints = [MetricsEndpoint(text=(DATA / "kube-state-metrics.prom").read_text())]
-    targets: list[Any] = [(endpoints[0].address, {"namespace": "kube-system", "pod": "kube-state-metrics-0"})]
-    for name, (pod, busy) in TARGETS.items():
-        text = (DATA / name).read_text()
-        endpoints.append(MetricsEndpoint(text=text, render=growing(text, started) if busy else None))
-        targets.append((endpoints[-1].address, target_labels(pod)))
     (tmp / "recording.yaml").write_text(yaml.safe_dump(
         {"groups": [{"name": "inference", "rules": recording_rules(list(INFERENCE_PRESETS))}]}))
     (tmp / "rules.yaml").write_text(f"include: [{ALL}]\n")
-    # honor_labels keeps kube-state-metrics' own namespace/pod; the servers' series carry the target's.
-    prom = PrometheusServer(targets, job="inference", honor_labels=True, rule_files=[tmp / "recording.yaml"])
-    adapter = None
-    try:
+    started = time.monotonic()
+    with ExitStack() as running:
+        kube_state = running.enter_context(MetricsEndpoint(text=(DATA / "kube-state-metrics.prom").read_text()))
+        targets: list[Any] = [(kube_state.address, {"namespace": "kube-system", "pod": "kube-state-metrics-0"})]
+        for name, (pod, busy) in TARGETS.items():
+            text = (DATA / name).read_text()
+            render = growing(text, started) if busy else None
+            endpoint = running.enter_context(MetricsEndpoint(text=text, render=render))
+            targets.append((endpoint.address, target_labels(pod)))
+        # honor_labels keeps kube-state-metrics' own namespace/pod; the servers' series carry the target's.
+        prom = running.enter_context(PrometheusServer(targets, job="inference", honor_labels=True,
+                                                      rule_files=[tmp / "recording.yaml"]))
         prom.wait_for('namespace_deployment:vllm:time_to_first_token_seconds:p95{deployment="llama"} > 0', timeout=40)
-        adapter = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"),
-                                                                "--metrics-relist-interval", "1s"])
-        yield adapter
-    finally:
-        if adapter is not None:
-            adapter.stop()
-        prom.stop()
-        for endpoint in endpoints:
-            endpoint.stop()
+        yield running.enter_context(AdapterProcess(prom.url, str(tmp / "certs"), [
+            "--config", str(tmp / "rules.yaml"), "--metrics-relist-interval", "1s"]))
 
 
 def value(adapter: AdapterProcess, path: str) -> float:

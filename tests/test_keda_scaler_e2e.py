@@ -63,7 +63,8 @@ def epp_labels(namespace: str, pod: str) -> dict[str, str]:
 
 
 class Stack:
-    """Prometheus scraping the expositions, and the adapter serving the scaler over it."""
+    """Prometheus scraping the expositions, and the adapter serving the scaler over it. As a context manager it is
+    stopped on leaving, and a block that ends without an error also checks the adapter logged no traceback."""
 
     def __init__(self, tmp: Path, scaler_args: list[str], with_stale_target: bool = False) -> None:
         self.endpoints: dict[str, MetricsEndpoint] = {
@@ -105,16 +106,19 @@ class Stack:
             endpoint.stop()
         return log
 
+    def __enter__(self) -> Stack:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        log = self.stop()
+        if exc_type is None:
+            assert "Traceback" not in log, log
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    running = Stack(tmp_path_factory.mktemp("keda"), ["--keda-scaler-insecure"], with_stale_target=True)
-    log = ""
-    try:
+    with Stack(tmp_path_factory.mktemp("keda"), ["--keda-scaler-insecure"], with_stale_target=True) as running:
         yield running
-    finally:
-        log = running.stop()
-    assert "Traceback" not in log, log
 
 
 @pytest.fixture(scope="module")
@@ -364,14 +368,9 @@ def tls_stack(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Issued]) 
     tmp = tmp_path_factory.mktemp("keda-tls")
     cert, key = pki["server"].write(tmp, "scaler")
     (tmp / "clients.crt").write_bytes(pki["client_ca"].cert_pem)
-    running = Stack(tmp, ["--keda-scaler-tls-cert-file", cert, "--keda-scaler-tls-private-key-file", key,
-                          "--keda-scaler-client-ca-file", str(tmp / "clients.crt")])
-    log = ""
-    try:
+    with Stack(tmp, ["--keda-scaler-tls-cert-file", cert, "--keda-scaler-tls-private-key-file", key,
+                     "--keda-scaler-client-ca-file", str(tmp / "clients.crt")]) as running:
         yield running
-    finally:
-        log = running.stop()
-    assert "Traceback" not in log, log
 
 
 def test_mutual_tls_as_keda_dials_it(tls_stack: Stack, pki: dict[str, Issued]) -> None:
@@ -402,22 +401,20 @@ def test_mutual_tls_as_keda_dials_it(tls_stack: Stack, pki: dict[str, Issued]) -
 
 
 def test_prometheus_down_is_unavailable(tmp_path: Path) -> None:
-    running = Stack(tmp_path, ["--keda-scaler-insecure"])
-    client = KedaClient(f"127.0.0.1:{running.scaler_port}")
-    try:
-        trigger = client.trigger("llama", "llm", GATEWAY_QUEUE)
-        assert served(trigger) == 9
-        running.prometheus.stop()
+    with Stack(tmp_path, ["--keda-scaler-insecure"]) as running:
+        client = KedaClient(f"127.0.0.1:{running.scaler_port}")
+        try:
+            trigger = client.trigger("llama", "llm", GATEWAY_QUEUE)
+            assert served(trigger) == 9
+            running.prometheus.stop()
 
-        def unavailable() -> str | None:
-            try:
-                trigger.is_active()
-            except grpc.RpcError as exc:
-                assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
-                return exc.details()
-            return None
-        assert "unable to fetch metrics" in wait_until(unavailable, 20, "UNAVAILABLE")
-    finally:
-        client.close()
-        log = running.stop()
-    assert "Traceback" not in log, log
+            def unavailable() -> str | None:
+                try:
+                    trigger.is_active()
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc.details()
+                    return exc.details()
+                return None
+            assert "unable to fetch metrics" in wait_until(unavailable, 20, "UNAVAILABLE")
+        finally:
+            client.close()

@@ -81,22 +81,15 @@ def guide(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterPro
     tmp = tmp_path_factory.mktemp("llmd-guide")
     # The guide's pool: its EPP in namespace default, scraped with the target labels its running-requests rule
     # selects on (top_level_controller_name is a target label Google Managed Prometheus's PodMonitoring adds).
-    endpoint = MetricsEndpoint((DATA / "gaie-v1.5-guide-pool.prom").read_text())
     labels = {"namespace": "default", "pod": "vllm-llama3-8b-instruct-epp-6b7c9d-x2k4p",
               "top_level_controller_name": "vllm-llama3-8b-instruct-epp", "top_level_controller_type": "Deployment"}
-    prom = PrometheusServer([(endpoint.address, labels)], job="epp")
     rules = rules_file(fixed(guide_values()["rules"]["external"]), tmp / "rules.yaml")
-    adapter = None
-    try:
+    with (MetricsEndpoint((DATA / "gaie-v1.5-guide-pool.prom").read_text()) as endpoint,
+          PrometheusServer([(endpoint.address, labels)], job="epp") as prom):
         prom.wait_for("inference_objective_running_requests", timeout=30)
-        adapter = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(rules),
-                                                                "--metrics-relist-interval", "1s"])
-        yield adapter, tmp
-    finally:
-        if adapter is not None:
-            adapter.stop()
-        prom.stop()
-        endpoint.stop()
+        with AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(rules),
+                                                           "--metrics-relist-interval", "1s"]) as adapter:
+            yield adapter, tmp
 
 
 def kubectl_json(adapter: AdapterProcess, tmp: Path, path: str) -> dict:

@@ -17,6 +17,8 @@ pytestmark = pytest.mark.unit
 
 QUERY = "metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'"
 EXTERNAL_QUERY = "metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>})'"
+BY_TEMPLATE = "resources: {template: <<.Resource>>}"
+HELM_DELIMITERS_QUERY = "metricsQuery: 'sum({{.Series}}{ {{.LabelMatchers}} }) by ({{.GroupBy}})'"
 
 
 @dataclass(frozen=True)
@@ -31,141 +33,80 @@ def doc(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
 
+def rule(series: str, *keys: str, query: str = QUERY, under: str = "rules") -> str:
+    """A rules file of one rule under ``under``: its seriesQuery, then ``keys`` (YAML, a key's nested lines indented
+    below it), then its metricsQuery."""
+    lines = [f"- seriesQuery: '{series}'", *(f"  {line}" for key in keys for line in key.splitlines()), f"  {query}"]
+    return f"{under}:\n" + "".join(f"{line}\n" for line in lines)
+
+
+def external_rule(series: str, *keys: str, query: str = EXTERNAL_QUERY) -> str:
+    return rule(series, *keys, query=query, under="externalRules")
+
+
+# llm-d's EPP queue rule as published: 'namespaced' under 'overrides', where it is taken for a label
+LLM_D_EPP_RULE = doc("""
+    externalRules:
+    - seriesQuery: 'inference_extension_flow_control_queue_size'
+      resources:
+        overrides:
+          namespace:
+            resource: "namespace"
+          namespaced: false
+      name:
+        as: "epp_queue_size"
+      metricsQuery: 'sum(inference_extension_flow_control_queue_size{inference_pool="vllm-llama3-8b-instruct"})'
+    """)
+
 SLIPS = {
     "namespaced inside overrides (external)": Slip(
         "llm-d/llm-d guides/workload-autoscaling/README.hpa-epp.md, its prometheus-adapter rules",
-        doc("""
-            externalRules:
-            - seriesQuery: 'inference_extension_flow_control_queue_size'
-              resources:
-                overrides:
-                  namespace:
-                    resource: "namespace"
-                  namespaced: false
-              name:
-                as: "epp_queue_size"
-              metricsQuery: 'sum(inference_extension_flow_control_queue_size{inference_pool="vllm-llama3-8b-instruct"})'
-            """),
+        LLM_D_EPP_RULE,
         "externalRules[0].resources.overrides.namespaced: must be a mapping, not false; each key of 'overrides' is "
         "a label, mapped to {group, resource}: 'namespaced' belongs one level up, as "
         "externalRules[0].resources.namespaced: false (honoured for externalRules only: false keeps the HPA's "
         "namespace out of the query)",
-        doc("""
-            externalRules:
-            - seriesQuery: 'inference_extension_flow_control_queue_size'
-              resources:
-                overrides:
-                  namespace:
-                    resource: "namespace"
-                namespaced: false
-              name:
-                as: "epp_queue_size"
-              metricsQuery: 'sum(inference_extension_flow_control_queue_size{inference_pool="vllm-llama3-8b-instruct"})'
-            """),
+        LLM_D_EPP_RULE.replace("      namespaced: false", "    namespaced: false"),  # moved one level up
     ),
     "namespaced inside overrides (custom)": Slip(
         "the same slip in a custom rule",
-        doc(f"""
-            rules:
-            - seriesQuery: 'queue_depth{{namespace!=""}}'
-              resources: {{overrides: {{namespace: {{resource: namespace}}, namespaced: false}}}}
-              {QUERY}
-            """),
+        rule('queue_depth{namespace!=""}',
+             "resources: {overrides: {namespace: {resource: namespace}, namespaced: false}}"),
         "'namespaced' belongs one level up, as rules[0].resources.namespaced: false (honoured for externalRules only",
-        doc(f"""
-            rules:
-            - seriesQuery: 'queue_depth{{namespace!=""}}'
-              resources: {{overrides: {{namespace: {{resource: namespace}}}}, namespaced: false}}
-              {QUERY}
-            """),
+        rule('queue_depth{namespace!=""}',
+             "resources: {overrides: {namespace: {resource: namespace}}, namespaced: false}"),
     ),
     "namespaced beside seriesQuery": Slip(
         "prometheus-adapter docs/externalmetrics.md puts it in the rule's resources section",
-        doc(f"""
-            externalRules:
-            - seriesQuery: 'queue_depth{{queue!=""}}'
-              namespaced: false
-              {EXTERNAL_QUERY}
-            """),
+        external_rule('queue_depth{queue!=""}', "namespaced: false"),
         "externalRules[0].namespaced: unknown field (allowed: seriesQuery, seriesFilters, resources, name, "
         "metricsQuery, missingValue); 'namespaced' belongs in 'resources' (externalRules[0].resources.namespaced)",
-        doc(f"""
-            externalRules:
-            - seriesQuery: 'queue_depth{{queue!=""}}'
-              resources: {{namespaced: false}}
-              {EXTERNAL_QUERY}
-            """),
+        external_rule('queue_depth{queue!=""}', "resources: {namespaced: false}"),
     ),
     "overrides beside seriesQuery": Slip(
         "a key one level off",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",pod!=""}}'
-              overrides: {{namespace: {{resource: namespace}}, pod: {{resource: pod}}}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",pod!=""}', "overrides: {namespace: {resource: namespace}, pod: {resource: pod}}"),
         "'overrides' belongs in 'resources' (rules[0].resources.overrides)",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",pod!=""}}'
-              resources: {{overrides: {{namespace: {{resource: namespace}}, pod: {{resource: pod}}}}}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",pod!=""}',
+             "resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}"),
     ),
     "template inside overrides": Slip(
         "a key one level off",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources:
-                overrides:
-                  template: <<.Resource>>
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resources:\n  overrides:\n    template: <<.Resource>>"),
         "'template' belongs one level up, as rules[0].resources.template: <<.Resource>>",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources:
-                template: <<.Resource>>
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resources:\n  template: <<.Resource>>"),
     ),
     "as beside seriesQuery": Slip(
         "a key one level off",
-        doc(f"""
-            rules:
-            - seriesQuery: 'http_requests_total{{namespace!="",pod!=""}}'
-              resources: {{template: <<.Resource>>}}
-              as: http_requests_per_second
-              {QUERY}
-            """),
+        rule('http_requests_total{namespace!="",pod!=""}', BY_TEMPLATE, "as: http_requests_per_second"),
         "'as' belongs in 'name' (rules[0].name.as)",
-        doc(f"""
-            rules:
-            - seriesQuery: 'http_requests_total{{namespace!="",pod!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: {{as: http_requests_per_second}}
-              {QUERY}
-            """),
+        rule('http_requests_total{namespace!="",pod!=""}', BY_TEMPLATE, "name: {as: http_requests_per_second}"),
     ),
     "isNot beside seriesQuery": Slip(
         "a key one level off",
-        doc(f"""
-            rules:
-            - seriesQuery: '{{namespace!="",__name__!~"^container_.*"}}'
-              isNot: .*_total$
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('{namespace!="",__name__!~"^container_.*"}', "isNot: .*_total$", BY_TEMPLATE),
         "'isNot' belongs in an entry of 'seriesFilters' (rules[0].seriesFilters: [{isNot: <regex>}])",
-        doc(f"""
-            rules:
-            - seriesQuery: '{{namespace!="",__name__!~"^container_.*"}}'
-              seriesFilters: [{{isNot: .*_total$}}]
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('{namespace!="",__name__!~"^container_.*"}', "seriesFilters: [{isNot: .*_total$}]", BY_TEMPLATE),
     ),
     "metricsQuery indented into resources": Slip(
         "a key one level off",
@@ -178,69 +119,39 @@ SLIPS = {
             """),
         "rules[0].resources.metricsQuery: unknown field (allowed: overrides, template, namespaced); 'metricsQuery' "
         "belongs in the rule (rules[0].metricsQuery)",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources:
-                template: <<.Resource>>
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resources:\n  template: <<.Resource>>"),
     ),
     "resource at the resources level": Slip(
         "a key one level off",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{pod!=""}}'
-              resources: {{resource: pod}}
-              {QUERY}
-            """),
+        rule('up{pod!=""}', "resources: {resource: pod}"),
         "'resource' belongs in an override, under the label it maps (rules[0].resources.overrides.<label>.resource)",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{pod!=""}}'
-              resources: {{overrides: {{pod: {{resource: pod}}}}}}
-              {QUERY}
-            """),
+        rule('up{pod!=""}', "resources: {overrides: {pod: {resource: pod}}}"),
     ),
     "metricQuery": Slip(
         "misspelt key",
-        doc("""
-            rules:
-            - seriesQuery: 'up{namespace!=""}'
-              resources: {template: <<.Resource>>}
-              metricQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
-            """),
+        rule('up{namespace!=""}',
+             BY_TEMPLATE, query="metricQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'"),
         "rules[0].metricQuery: unknown field (allowed: seriesQuery, seriesFilters, resources, name, metricsQuery, "
         "missingValue); did you mean 'metricsQuery'?",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', BY_TEMPLATE),
     ),
     "seriesquery": Slip(
         "misspelt key (case)",
         doc(f"""
             rules:
             - seriesquery: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
+              {BY_TEMPLATE}
               {QUERY}
             """),
         "did you mean 'seriesQuery'? (keys are case-sensitive)",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', BY_TEMPLATE),
     ),
     "seriesQuerry": Slip(
         "misspelt key",
         doc(f"""
             rules:
             - seriesQuerry: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
+              {BY_TEMPLATE}
               {QUERY}
             """),
         "did you mean 'seriesQuery'?",
@@ -248,127 +159,60 @@ SLIPS = {
     ),
     "resource for resources": Slip(
         "misspelt key",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resource: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resource: {template: <<.Resource>>}"),
         "rules[0].resource: unknown field (allowed: seriesQuery, seriesFilters, resources, name, metricsQuery, "
         "missingValue); did you mean 'resources'?",
         None,
     ),
     "resources for resource in an override": Slip(
         "misspelt key",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{pod!=""}}'
-              resources: {{overrides: {{pod: {{resources: pod}}}}}}
-              {QUERY}
-            """),
+        rule('up{pod!=""}', "resources: {overrides: {pod: {resources: pod}}}"),
         "rules[0].resources.overrides.pod.resources: unknown field (allowed: group, resource); did you mean "
         "'resource'?",
         None,
     ),
     "match for matches": Slip(
         "misspelt key",
-        doc(f"""
-            rules:
-            - seriesQuery: 'http_requests_total{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: {{match: '^(.*)_total$', as: '${{1}}_per_second'}}
-              {QUERY}
-            """),
+        rule('http_requests_total{namespace!=""}', BY_TEMPLATE, "name: {match: '^(.*)_total$', as: '${1}_per_second'}"),
         "rules[0].name.match: unknown field (allowed: matches, as); did you mean 'matches'?",
-        doc(f"""
-            rules:
-            - seriesQuery: 'http_requests_total{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: {{matches: '^(.*)_total$', as: '${{1}}_per_second'}}
-              {QUERY}
-            """),
+        rule('http_requests_total{namespace!=""}',
+             BY_TEMPLATE, "name: {matches: '^(.*)_total$', as: '${1}_per_second'}"),
     ),
     "to for as": Slip(
         "another tool's word for name.as",
-        doc(f"""
-            rules:
-            - seriesQuery: 'http_requests_total{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: {{matches: '^(.*)_total$', to: '${{1}}_per_second'}}
-              {QUERY}
-            """),
+        rule('http_requests_total{namespace!=""}',
+             BY_TEMPLATE, "name: {matches: '^(.*)_total$', to: '${1}_per_second'}"),
         "rules[0].name.to: unknown field (allowed: matches, as); did you mean 'as'?",
         None,
     ),
     "name as a string": Slip(
         "name given the API name directly",
-        doc(f"""
-            rules:
-            - seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{{namespace!="",pod!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: gpu_utilization
-              {QUERY}
-            """),
+        rule('DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}', BY_TEMPLATE, "name: gpu_utilization"),
         "rules[0].name: must be a mapping, not 'gpu_utilization'; to serve the series under another name write "
         "name: {as: gpu_utilization}",
-        doc(f"""
-            rules:
-            - seriesQuery: 'DCGM_FI_DEV_GPU_UTIL{{namespace!="",pod!=""}}'
-              resources: {{template: <<.Resource>>}}
-              name: {{as: gpu_utilization}}
-              {QUERY}
-            """),
+        rule('DCGM_FI_DEV_GPU_UTIL{namespace!="",pod!=""}', BY_TEMPLATE, "name: {as: gpu_utilization}"),
     ),
     "override to a bare resource name": Slip(
         "a label mapped to a resource name instead of {resource: ...}",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",pod!=""}}'
-              resources:
-                overrides:
-                  namespace: namespace
-                  pod: {{resource: pod}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",pod!=""}',
+             "resources:\n  overrides:\n    namespace: namespace\n    pod: {resource: pod}"),
         "rules[0].resources.overrides.namespace: must be a mapping, not 'namespace'; a label maps to a "
         "group-resource: write namespace: {resource: namespace}",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",pod!=""}}'
-              resources:
-                overrides:
-                  namespace: {{resource: namespace}}
-                  pod: {{resource: pod}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",pod!=""}',
+             "resources:\n  overrides:\n    namespace: {resource: namespace}\n    pod: {resource: pod}"),
     ),
     "override to a qualified resource name": Slip(
         "the same, with an API group",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",deployment!=""}}'
-              resources: {{overrides: {{namespace: {{resource: namespace}}, deployment: deployments.apps}}}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",deployment!=""}',
+             "resources: {overrides: {namespace: {resource: namespace}, deployment: deployments.apps}}"),
         "write deployment: {group: apps, resource: deployments}",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!="",deployment!=""}}'
-              resources:
-                overrides: {{namespace: {{resource: namespace}}, deployment: {{group: apps, resource: deployments}}}}
-              {QUERY}
-            """),
+        rule('up{namespace!="",deployment!=""}',
+             "resources:\n"
+             "  overrides: {namespace: {resource: namespace}, deployment: {group: apps, resource: deployments}}"),
     ),
     "overrides as a list": Slip(
         "a list where a mapping goes",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources:
-                overrides:
-                - namespace: {{resource: namespace}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resources:\n  overrides:\n  - namespace: {resource: namespace}"),
         "rules[0].resources.overrides: must be a mapping, not a list; 'overrides' maps each label to a "
         "group-resource, e.g. {namespace: {resource: namespace}}",
         None,
@@ -403,20 +247,10 @@ SLIPS = {
     ),
     "Helm values key external at the top": Slip(
         "the chart's rules block, dedented",
-        doc(f"""
-            external:
-            - seriesQuery: 'queue_depth{{queue!=""}}'
-              resources: {{namespaced: false}}
-              {EXTERNAL_QUERY}
-            """),
+        rule('queue_depth{queue!=""}', "resources: {namespaced: false}", query=EXTERNAL_QUERY, under="external"),
         "external: unknown field (allowed: rules, externalRules, resourceRules, include); 'rules.external' is the "
         "prometheus-adapter Helm chart's values layout; a rules file (--config) holds that list as 'externalRules'",
-        doc(f"""
-            externalRules:
-            - seriesQuery: 'queue_depth{{queue!=""}}'
-              resources: {{namespaced: false}}
-              {EXTERNAL_QUERY}
-            """),
+        external_rule('queue_depth{queue!=""}', "resources: {namespaced: false}"),
     ),
     "Helm values switch at the top": Slip(
         "the chart's rules block, dedented",
@@ -429,7 +263,7 @@ SLIPS = {
         "a rule without its list",
         doc(f"""
             seriesQuery: 'up{{namespace!=""}}'
-            resources: {{template: <<.Resource>>}}
+            {BY_TEMPLATE}
             {QUERY}
             """),
         "seriesQuery: unknown field (allowed: rules, externalRules, resourceRules, include); 'seriesQuery' belongs "
@@ -441,16 +275,11 @@ SLIPS = {
         doc(f"""
             rules:
               seriesQuery: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
+              {BY_TEMPLATE}
               {QUERY}
             """),
         "rules: must be a list, not a mapping; a list of rules: start each rule with '- '",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', BY_TEMPLATE),
     ),
     "a GPU metric under resourceRules": Slip(
         "kubernetes-sigs/prometheus-adapter issue #353",
@@ -498,77 +327,39 @@ SLIPS = {
     ),
     "overides beside seriesQuery": Slip(
         "a key one level off, misspelt",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              overides: {{namespace: {{resource: namespace}}}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "overides: {namespace: {resource: namespace}}"),
         "did you mean 'overrides', which belongs in 'resources' (rules[0].resources.overrides)?",
         None,
     ),
     "Helm template delimiters": Slip(
         "templates written as Helm's",
-        doc("""
-            rules:
-            - seriesQuery: 'up{namespace!=""}'
-              resources: {template: <<.Resource>>}
-              metricsQuery: 'sum({{.Series}}{ {{.LabelMatchers}} }) by ({{.GroupBy}})'
-            """),
+        rule('up{namespace!=""}', BY_TEMPLATE, query=HELM_DELIMITERS_QUERY),
         "rules[0].metricsQuery: renders invalid PromQL for one object: ",
         None,
     ),
     "Helm template delimiters (hint)": Slip(
         "templates written as Helm's",
-        doc("""
-            rules:
-            - seriesQuery: 'up{namespace!=""}'
-              resources: {template: <<.Resource>>}
-              metricsQuery: 'sum({{.Series}}{ {{.LabelMatchers}} }) by ({{.GroupBy}})'
-            """),
+        rule('up{namespace!=""}', BY_TEMPLATE, query=HELM_DELIMITERS_QUERY),
         "prometheus-adapter's templates use << >>, not {{ }}: <<.Series>>, <<.LabelMatchers>>, <<.GroupBy>>",
         None,
     ),
     "Helm delimiters in resources.template": Slip(
         "templates written as Helm's",
-        doc(f"""
-            rules:
-            - seriesQuery: 'up{{namespace!=""}}'
-              resources: {{template: '{{{{.Resource}}}}'}}
-              {QUERY}
-            """),
+        rule('up{namespace!=""}', "resources: {template: '{{.Resource}}'}"),
         "rules[0].resources.template: the template must use .Resource; prometheus-adapter's templates use << >>, "
         "not {{ }}: <<.Resource>>, <<.Group>>",
         None,
     ),
     "a series filter as a string": Slip(
         "a regex where a filter goes",
-        doc(f"""
-            rules:
-            - seriesQuery: '{{namespace!=""}}'
-              seriesFilters: ['.*_total$']
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('{namespace!=""}', "seriesFilters: ['.*_total$']", BY_TEMPLATE),
         "rules[0].seriesFilters[0]: must be a mapping, not '.*_total$'; write {is: .*_total$} (keep series whose "
         "name matches) or {isNot: .*_total$}",
-        doc(f"""
-            rules:
-            - seriesQuery: '{{namespace!=""}}'
-              seriesFilters: [{{isNot: '.*_total$'}}]
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('{namespace!=""}', "seriesFilters: [{isNot: '.*_total$'}]", BY_TEMPLATE),
     ),
     "seriesFilters as a mapping": Slip(
         "a mapping where a list goes",
-        doc(f"""
-            rules:
-            - seriesQuery: '{{namespace!=""}}'
-              seriesFilters: {{isNot: '.*_total$'}}
-              resources: {{template: <<.Resource>>}}
-              {QUERY}
-            """),
+        rule('{namespace!=""}', "seriesFilters: {isNot: '.*_total$'}", BY_TEMPLATE),
         "rules[0].seriesFilters: must be a list, not a mapping; a list of filters: seriesFilters: [{isNot: <regex>}]",
         None,
     ),
@@ -600,11 +391,6 @@ def test_the_message_names_what_was_meant(slip: Slip) -> None:
 
 def test_a_key_with_no_likely_meaning_gets_no_guess() -> None:
     with pytest.raises(RulesError) as caught:
-        parse_rules(doc(f"""
-            rules:
-            - seriesQuery: 'up{{pod!=""}}'
-              resources: {{overrides: {{pod: {{resource: pod, kind: Pod}}}}}}
-              {QUERY}
-            """), "rules.yaml")
+        parse_rules(rule('up{pod!=""}', "resources: {overrides: {pod: {resource: pod, kind: Pod}}}"), "rules.yaml")
     assert str(caught.value) == ("rules.yaml: rules[0].resources.overrides.pod.kind: unknown field (allowed: group, "
                                  "resource)")

@@ -132,22 +132,15 @@ externalRules:
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterProcess, float]]:
     tmp = tmp_path_factory.mktemp("selfmetrics")
-    endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 40\n'
-                               'DCGM_FI_DEV_GPU_UTIL{gpu="1",namespace="ml",pod="infer-1"} 80\n')
-    prom = PrometheusServer([endpoint.address], honor_labels=True)
     (tmp / "rules.yaml").write_text(RULES)
-    process = None
-    try:
+    with (MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 40\n'
+                          'DCGM_FI_DEV_GPU_UTIL{gpu="1",namespace="ml",pod="infer-1"} 80\n') as endpoint,
+          PrometheusServer([endpoint.address], honor_labels=True) as prom):
         prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 2, timeout=30)
         started = time.time()
-        process = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"),
-                                                                "--query-cache-ttl", "0"])
-        yield process, started
-    finally:
-        if process is not None:
-            process.stop()
-        prom.stop()
-        endpoint.stop()
+        with AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"),
+                                                           "--query-cache-ttl", "0"]) as process:
+            yield process, started
 
 
 def count(samples: Samples, route: str, code: str) -> float:

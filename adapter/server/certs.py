@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from cryptography import x509
@@ -24,17 +25,11 @@ def self_signed(cert_dir: str, hosts: list[str], days: int = 365) -> tuple[str, 
     directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
-    names: list[x509.GeneralName] = []
-    for host in hosts:
-        try:
-            names.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            names.append(x509.DNSName(host))
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "gpu-adapter")])
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + dt.timedelta(days=days))
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(subject_alt_names(hosts), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
     key_bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -44,6 +39,17 @@ def self_signed(cert_dir: str, hosts: list[str], days: int = 365) -> tuple[str, 
         fh.write(key_bytes)
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return str(cert_path), str(key_path)
+
+
+def subject_alt_names(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
+    """A certificate's names for ``hosts``: an IP address SAN for each that parses as one, a DNS SAN otherwise."""
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
 
 
 def _still_valid(cert_path: Path, hosts: list[str]) -> bool:

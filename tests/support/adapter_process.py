@@ -50,3 +50,9 @@ class AdapterProcess:
     def stop(self) -> str:
         self.client.close()
         return terminate(self.proc, output=self.output)
+
+    def __enter__(self) -> AdapterProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -11,6 +11,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from adapter.server.certs import subject_alt_names
+
 
 @dataclass
 class Issued:
@@ -69,13 +71,5 @@ def issue(ca: Issued, cn: str, *, orgs: tuple[str, ...] = (), client: bool = Tru
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
                               critical=False))
     if server_names:
-        import ipaddress
-
-        sans: list[x509.GeneralName] = []
-        for n in server_names:
-            try:
-                sans.append(x509.IPAddress(ipaddress.ip_address(n)))
-            except ValueError:
-                sans.append(x509.DNSName(n))
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        builder = builder.add_extension(subject_alt_names(server_names), critical=False)
     return Issued(builder.sign(ca.key, hashes.SHA256()), key)

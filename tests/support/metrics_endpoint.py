@@ -45,3 +45,9 @@ class MetricsEndpoint:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def __enter__(self) -> MetricsEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,1 +1,1 @@
-"""Generated stubs for KEDA's external scaler contract (regenerate with scripts/gen-keda-externalscaler.sh)."""
+"""Generated stubs for KEDA's external scaler contract (regenerate with scripts/gen-grpc-stubs.sh)."""

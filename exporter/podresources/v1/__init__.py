@@ -1,1 +1,1 @@
-"""Generated stubs for the kubelet PodResources v1 API (regenerate with scripts/gen-podresources.sh)."""
+"""Generated stubs for the kubelet PodResources v1 API (regenerate with scripts/gen-grpc-stubs.sh)."""
