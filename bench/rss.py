@@ -19,9 +19,14 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 
-# What `gpu-adapter serve` imports before it reads its flags; run in a fresh interpreter.
+# What `gpu-adapter serve` imports before it reads its flags; run in a fresh interpreter (the module names of
+# checkouts before the packages were reorganised too, for before/after figures).
 _IMPORT_ONLY = """
-import adapter.cli.main, adapter.server.app
+import importlib
+try:
+    importlib.import_module("adapter.cli.main"), importlib.import_module("adapter.server.app")
+except ImportError:
+    importlib.import_module("adapter.cli"), importlib.import_module("adapter.app")
 for line in open("/proc/self/status"):
     if line.startswith("VmRSS:"):
         print(int(line.split()[1]) * 1024)
