@@ -285,6 +285,22 @@ def test_decisions_are_cached_and_concurrent_reviews_coalesced() -> None:
     assert len(access.specs) == 2
 
 
+def test_decision_cache_holds_as_many_decisions_as_the_go_library() -> None:
+    """8,192 decisions (k8s.io/apiserver's webhook authorizer): a fleet of 4,000 HPAs with two metrics each is
+    reviewed once per TTL, not once per request."""
+    access = FakeAccess(True)
+    authz = Authorizer(access)
+    hpa = User("hpa", groups=("system:authenticated",))
+    every = [request_attributes("GET", f"{C1}/namespaces/ns{i}/pods/*/M") for i in range(8192)]
+
+    async def twice() -> list[bool]:
+        await asyncio.gather(*(authz.authorize(hpa, attrs) for attrs in every))
+        return [(await authz.authorize(hpa, attrs))[1] for attrs in every]
+
+    assert all(_run(twice()))
+    assert len(access.specs) == 8192
+
+
 def test_review_failure_is_not_cached_and_fails_closed() -> None:
     access = FakeAccess(DelegationUnavailable("SubjectAccessReview: connection refused"))
     authz = Authorizer(access)

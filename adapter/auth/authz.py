@@ -11,6 +11,8 @@ from adapter.auth.identity import MASTERS, User
 from adapter.prometheus.coalescing import CoalescingCache
 
 DECISION_CACHE_TTL_S = 10.0  # Go: allow and deny both cached 10 s
+# k8s.io/apiserver plugin/pkg/authorizer/webhook/webhook.go keeps decisions in an LRUExpireCache(8192).
+DECISION_CACHE_ENTRIES = 8192
 
 
 class AccessReviewer(Protocol):
@@ -24,7 +26,8 @@ class Authorizer:
         self._reviewer = reviewer
         self._always = frozenset(always_allow_groups)
         denied = ttl_s if denied_ttl_s is None else denied_ttl_s
-        self._cache: CoalescingCache[AccessResult] = CoalescingCache(lambda r: ttl_s if r.allowed else denied)
+        self._cache: CoalescingCache[AccessResult] = CoalescingCache(lambda r: ttl_s if r.allowed else denied,
+                                                                     DECISION_CACHE_ENTRIES)
 
     async def authorize(self, user: User, attrs: Attributes) -> tuple[AccessResult, bool]:
         """The decision and whether it was reused; raises DelegationUnavailable (callers fail closed)."""
