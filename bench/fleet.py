@@ -42,7 +42,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,13 +311,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
-async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, auth: bool = True) -> dict[str, Any]:
+async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, auth: bool = True,
+                    extra_args: Sequence[str] = ()) -> dict[str, Any]:
     fleet = workloads(n)
     setup_began = time.monotonic()
     cluster = start_cluster(fleet, tmp)
     adapter = None
     try:
-        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"), ["--kubeconfig", cluster.kubeconfig],
+        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"),
+                                 ["--kubeconfig", cluster.kubeconfig, *extra_args],
                                  disable_auth=not auth, ready_timeout=120, cwd=adapter_from)
         started_rss = rss_of(adapter.proc.pid)
         setup_s = time.monotonic() - setup_began
@@ -392,12 +394,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--no-auth", action="store_true",
                         help="the adapter with --disable-auth: what delegated authorisation costs, by difference")
+    parser.add_argument("--adapter-arg", action="append", default=[], metavar="ARG",
+                        help="one more adapter flag, repeatable (e.g. "
+                             "--adapter-arg=--authorization-webhook-cache-authorized-ttl=30s)")
     args = parser.parse_args(argv)
     print(f"bench/fleet.py: {os.cpu_count()} CPUs; adapter from {args.adapter_from or ROOT}")
     results = []
     for n in (int(x) for x in args.workloads.split(",")):
         with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
-            result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from, auth=not args.no_auth))
+            result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from, auth=not args.no_auth,
+                                               extra_args=args.adapter_arg))
         report(result)
         results.append(result)
     if args.json:
