@@ -38,6 +38,7 @@ log = logging.getLogger("exporter")
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None)
+SIGNAL_POLL_S = 0.5  # the longest a SIGTERM taken by another thread waits for the main thread
 
 
 # Flags are read by dcgm_flags (Go's flag syntax, from one table), so click passes the command line through.
@@ -132,7 +133,9 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     log.info("serving %d fields from the %s backend on %s%s every %d ms%s", len(counters), gpu_backend.name,
              "https://" if serving.web.tls_enabled else "", s.address, s.collect_interval,
              " with pod labels" if s.kubernetes else "")
-    while not stop.wait(3600):
+    # Short waits: a process-directed signal may land on one of the server's or collector's threads, and then its
+    # Python handler runs only once the main thread runs bytecode again; one long wait would sleep through it.
+    while not stop.wait(SIGNAL_POLL_S):
         pass
     log.info("shutting down")
     server.stop()

@@ -246,3 +246,27 @@ def test_sigterm_as_soon_as_the_port_listens_is_a_clean_shutdown() -> None:
         log = terminate(proc)
     assert proc.returncode == 0, log
     assert "shutting down" in log
+
+
+def test_sigterm_taken_by_a_worker_thread_still_shuts_down_at_once() -> None:
+    """SIGTERM is sent to the process and the kernel may hand it to any of its threads; the exporter must shut down
+    at once whichever took it (one that waited an hour for the main thread to wake was seen under load)."""
+    import ctypes
+    import os
+    import signal
+    import time
+
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill  # glibc's wrapper: a signal to one thread of a process
+    exporter = ExporterProcess(["--backend", "fake"])
+    pid = exporter.proc.pid
+    workers = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
+    assert workers, "the exporter runs its server and collector on threads"
+    assert tgkill(pid, workers[0], signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
+    began = time.monotonic()
+    try:
+        exporter.proc.wait(timeout=10)
+    finally:
+        log = exporter.stop()
+    assert exporter.proc.returncode == 0, log
+    assert "shutting down" in log
+    assert time.monotonic() - began < 5, log
