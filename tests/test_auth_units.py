@@ -286,8 +286,8 @@ def test_decisions_are_cached_and_concurrent_reviews_coalesced() -> None:
 
 
 def test_decision_cache_holds_as_many_decisions_as_the_go_library() -> None:
-    """8,192 decisions (k8s.io/apiserver's webhook authorizer): a fleet of 4,000 HPAs with two metrics each is
-    reviewed once per TTL, not once per request."""
+    """8,192 decisions (k8s.io/apiserver's webhook authorizer): 8,192 HPAs' Object metrics (each review names its
+    object) are reviewed once per TTL, not once per request."""
     access = FakeAccess(True)
     authz = Authorizer(access)
     hpa = User("hpa", groups=("system:authenticated",))
