@@ -270,7 +270,7 @@ async def adapter_round(client: aiohttp.ClientSession, fleet: list[Workload]) ->
     out.seconds = time.perf_counter() - began
 
     def ask(w: Workload) -> list[tuple[str, Awaitable[Reply]]]:
-        return [(kind, get(client, path, params or None))
+        return [(kind, get(client, path, params))
                 for kind, (path, params) in (("pods", w.pods_path()), ("object", w.object_path()))]
 
     return await fleet_round(fleet, ask, out)
@@ -300,7 +300,7 @@ def busy_seconds() -> float:
 async def check_promql(client: aiohttp.ClientSession, w: Workload) -> None:
     """The baseline's PromQL is what the adapter sends (a renamed preset would make the comparison wrong)."""
     for (path, params), promql in ((w.pods_path(), w.pods_promql()), (w.object_path(), w.object_promql())):
-        explained = json.loads((await get(client, "/debug/explain" + path, params or None)).text)
+        explained = json.loads((await get(client, "/debug/explain" + path, params)).text)
         sent = [r["promql"] for r in explained["rules"]]
         if promql not in sent:
             raise RuntimeError(f"the adapter sends {sent}, the baseline {promql!r}: update bench/fleet.py")

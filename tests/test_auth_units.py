@@ -286,12 +286,12 @@ def test_decisions_are_cached_and_concurrent_reviews_coalesced() -> None:
 
 
 def test_decision_cache_holds_as_many_decisions_as_the_go_library() -> None:
-    """8,192 decisions (k8s.io/apiserver's webhook authorizer): 8,192 HPAs' Object metrics (each review names its
-    object) are reviewed once per TTL, not once per request."""
+    """8,192 decisions (k8s.io/apiserver's webhook authorizer): 8,192 HPAs' Object metrics, each review naming its
+    Service, are reviewed once per TTL, not once per request."""
     access = FakeAccess(True)
     authz = Authorizer(access)
     hpa = User("hpa", groups=("system:authenticated",))
-    every = [request_attributes("GET", f"{C1}/namespaces/ns{i}/pods/*/M") for i in range(8192)]
+    every = [request_attributes("GET", f"{C1}/namespaces/ml/services/svc-{i}/M") for i in range(8192)]
 
     async def twice() -> list[bool]:
         await asyncio.gather(*(authz.authorize(hpa, attrs) for attrs in every))
