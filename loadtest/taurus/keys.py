@@ -1,0 +1,204 @@
+"""The keys ``gpu-loadtest run --taurus`` reads at each level of a Taurus file, and those it refuses (pure).
+
+One table per level. A key either has a reader (the value into a typed value; it raises ``TaurusValueError``) or is
+refused with the reason; a refused key may still be accepted with the one value that asks for what this runner does
+anyway (``store-cache: false``). A key in no table is unknown. Nothing is ignored: docs/taurus.md lists the same.
+
+Sources (Taurus' repository): site/dat/docs/ExecutionSettings.md (execution keys), site/dat/docs/JMeter.md
+("Global Settings", "HTTP Requests", "Extractors", "Assertions", "JSR223 Blocks", "Logic Blocks"),
+site/dat/docs/ConfigSyntax.md (top-level keys); defaults from ``bzt/jmx/http.py`` (``HTTPProtocolHandler``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loadtest.taurus.values import TaurusValueError, parse_duration, parse_think_time
+
+__all__ = ["EXECUTION", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "read_flag"]
+
+_ANY = object()
+
+
+@dataclass(frozen=True)
+class Key:
+    """``read``: the value into its typed form (``None``: refused, ``why`` says why). ``only``: a refused key is
+    still accepted with this value (what this runner does anyway)."""
+
+    why: str = ""
+    read: Callable[[Any], Any] | None = None
+    only: object = _ANY
+
+    def accepts(self, value: object) -> bool:
+        return self.read is not None or (self.only is not _ANY and value == self.only)
+
+
+def read_flag(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TaurusValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _count(value: object) -> int:
+    """A whole number of at least 1 (YAML may write it as text: ``"10"``)."""
+    try:
+        number = int(value) if isinstance(value, int | str) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or number < 1:
+        raise TaurusValueError(f"expected a whole number of at least 1, got {value!r}")
+    return number
+
+
+def _per_provisioning(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``concurrency`` and ``throughput`` may be written per provisioning (``{local: 10, cloud: 100}``): the
+    ``local`` value counts (``ensure_is_dict`` and ``get_raw_load`` in ``bzt/engine/modules.py``)."""
+
+    def reader(value: object) -> Any:
+        if isinstance(value, Mapping):
+            if "local" not in value:
+                raise TaurusValueError(f"per-provisioning values {dict(value)!r} have no 'local' value, the one a "
+                                       "local run uses")
+            return read(value["local"])
+        return read(value)
+
+    return reader
+
+
+def _rate(value: object) -> float:
+    """Requests per second, above 0."""
+    try:
+        rate = float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else math.nan
+    except ValueError:
+        rate = math.nan
+    if not math.isfinite(rate) or rate <= 0:
+        raise TaurusValueError(f"expected requests per second above 0, got {value!r}")
+    return rate
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise TaurusValueError(f"expected text, got {value!r}")
+    return str(value)
+
+
+def _headers(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise TaurusValueError(f"expected a mapping of header names to values, got {value!r}")
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def _scenario_ref(value: object) -> object:
+    """A scenario's name, or the scenario itself written inline; checked where scenarios are resolved."""
+    if isinstance(value, str | Mapping):
+        return value
+    raise TaurusValueError(f"expected the name of a scenario under scenarios, or a scenario mapping, got {value!r}")
+
+
+def _raw(value: object) -> object:
+    return value
+
+
+def _jmeter_only(what: str) -> Key:
+    return Key(f"{what} is a JMeter setting this runner does not emulate")
+
+
+_TO_RUN_JMETER = "runs JMeter's own test plan, which needs JMeter: this runner sends the requests a scenario lists"
+_NOT_EVALUATED = ("JMeter variables and functions are not evaluated by this runner (it sends what the file says)")
+
+TOP_LEVEL: dict[str, Key] = {
+    "execution": Key(read=_raw),
+    "scenarios": Key(read=_raw),
+    # The reporting list is read item by item (plan.py): console and final-stats only display.
+    "reporting": Key(read=_raw),
+    "provisioning": Key("only local provisioning runs here (cloud runs belong to BlazeMeter)", only="local"),
+    "settings": Key("Taurus engine settings (artifacts-dir, env, default-executor, ...) are not read by this runner"),
+    "modules": Key("module settings configure Taurus' tools (JMeter's path, properties, ...), which this runner "
+                   "does not use"),
+    "services": Key("services (shellexec, monitoring, ...) are not run by this runner"),
+    "included-configs": Key("included configs are not merged by this runner: run one file"),
+    "cli-aliases": Key("aliases belong to bzt's command line"),
+}
+
+EXECUTION: dict[str, Key] = {
+    "concurrency": Key(read=_per_provisioning(_count)),
+    "ramp-up": Key(read=parse_duration),
+    "hold-for": Key(read=parse_duration),
+    "iterations": Key(read=_count),
+    "throughput": Key(read=_per_provisioning(_rate)),
+    "steps": Key(read=_count),
+    "scenario": Key(read=_scenario_ref),
+    "delay": Key(read=parse_duration),
+    "executor": Key("this runner runs what Taurus' default executor, JMeter, runs from a requests scenario; other "
+                    "executors (locust, gatling, k6, ...) have their own semantics", only="jmeter"),
+    "start-at": Key("starting at a wall-clock time is not supported (delay is)"),
+    "env": Key("execution environment variables are for the executor's tools"),
+    "files": Key("additional files are for the executor's tools and cloud runs"),
+    "locations": Key("locations are for cloud runs"),
+    "locations-weighted": Key("locations are for cloud runs"),
+    "distributed": Key("distributed JMeter is not used by this runner"),
+    "properties": _jmeter_only("properties"),
+    "system-properties": _jmeter_only("system-properties"),
+}
+
+SCENARIO: dict[str, Key] = {
+    "requests": Key(read=_raw),
+    "default-address": Key(read=_text),
+    "headers": Key(read=_headers),
+    "think-time": Key(read=parse_think_time),
+    "timeout": Key(read=parse_duration),
+    "keepalive": Key(read=read_flag),
+    "follow-redirects": Key(read=read_flag),
+    "store-cookie": Key(read=read_flag),
+    "store-cache": Key("JMeter's cache manager (browser caching) is not emulated", only=False),
+    "retrieve-resources": Key("embedded resources of HTML pages are not fetched", only=False),
+    "retrieve-resources-regex": _jmeter_only("retrieve-resources-regex"),
+    "concurrent-pool-size": _jmeter_only("concurrent-pool-size"),
+    "use-dns-cache-mgr": _jmeter_only("use-dns-cache-mgr (host names resolve through the system's resolver)"),
+    "force-parent-sample": _jmeter_only("force-parent-sample"),
+    "content-encoding": _jmeter_only("content-encoding"),
+    "random-source-ip": _jmeter_only("random-source-ip"),
+    "data-sources": Key("data sources (CSV files feeding variables) are not read: JMeter variables are not "
+                        "evaluated by this runner"),
+    "variables": Key(_NOT_EVALUATED),
+    "properties": _jmeter_only("properties"),
+    "modifications": Key(f"modifications apply to a JMX file; a script {_TO_RUN_JMETER}"),
+    "script": Key(f"a script {_TO_RUN_JMETER}"),
+    "authorization": _jmeter_only("authorization (JMeter's HTTP Authorization Manager); send an Authorization "
+                                  "header under headers"),
+    "keystore-config": _jmeter_only("keystore-config"),
+    "cookies": _jmeter_only("cookies (pre-set cookies)"),
+    "protocol": Key("only HTTP requests are sent (protocol: mqtt/grpc needs JMeter's plugins)", only="http"),
+    "jsr223": Key("JSR223 scripts run inside JMeter"),
+}
+
+REQUEST: dict[str, Key] = {
+    "url": Key(read=_text),
+    "method": Key(read=_text),
+    "label": Key(read=_text),
+    "body": Key(read=_raw),
+    "body-file": Key(read=_text),
+    "headers": Key(read=_headers),
+    "think-time": Key(read=parse_think_time),
+    "timeout": Key(read=parse_duration),
+    "keepalive": Key(read=read_flag),
+    "follow-redirects": Key(read=read_flag),
+    "upload-files": Key("file uploads (multipart forms) are not built by this runner"),
+    "content-encoding": _jmeter_only("content-encoding"),
+    "random-source-ip": _jmeter_only("random-source-ip"),
+    "protocol": Key("only HTTP requests are sent (protocol: mqtt/grpc needs JMeter's plugins)", only="http"),
+    "jsr223": Key("JSR223 scripts run inside JMeter"),
+    **{key: Key("assertions are not checked by this runner: a request fails on a transport error or an HTTP status "
+                "of 400 or above, as JMeter's default")
+       for key in ("assert", "assert-jsonpath", "assert-xpath")},
+    **{key: Key(f"extractors feed JMeter variables, and {_NOT_EVALUATED}")
+       for key in ("extract-regexp", "extract-jsonpath", "extract-css-jquery", "extract-xpath", "extract-boundary")},
+}
+
+# Logic blocks of a requests list (``HierarchicRequestParser`` in ``bzt/requests_model.py``): a block is known by
+# one of these keys in place of ``url``.
+LOGIC_BLOCKS = ("if", "once", "loop", "while", "foreach", "transaction", "include-scenario", "action",
+                "set-variables", "setup", "teardown")
