@@ -114,9 +114,10 @@ class VirtualUsers(Recorder):
         self._changes.append((self.elapsed(), self.active))
 
     def _client(self, scenario: Scenario) -> httpx.AsyncClient:
-        cookies = httpx.Cookies() if scenario.store_cookie else httpx.Cookies(
-            CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])))
-        return httpx.AsyncClient(verify=self._tls, cookies=cookies, trust_env=False)
+        # A jar, not httpx.Cookies: the client copies the cookies of a Cookies object into a jar of its own (with the
+        # default policy), but keeps a jar it is given.
+        jar = CookieJar() if scenario.store_cookie else CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+        return httpx.AsyncClient(verify=self._tls, cookies=jar, trust_env=False)
 
     async def run(self) -> None:
         """Run every execution from now; return when every user has stopped."""

@@ -18,9 +18,9 @@ from typing import Any
 
 from loadtest.taurus.values import TaurusValueError, parse_duration, parse_think_time
 
-__all__ = ["EXECUTION", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "read_flag"]
+__all__ = ["ANY_VALUE", "EXECUTION", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "read_flag"]
 
-_ANY = object()
+ANY_VALUE = object()  # Key.only's default: no value makes a refused key acceptable
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,10 @@ class Key:
 
     why: str = ""
     read: Callable[[Any], Any] | None = None
-    only: object = _ANY
+    only: object = ANY_VALUE
 
     def accepts(self, value: object) -> bool:
-        return self.read is not None or (self.only is not _ANY and value == self.only)
+        return self.read is not None or (self.only is not ANY_VALUE and value == self.only)
 
 
 def read_flag(value: object) -> bool:
@@ -106,7 +106,8 @@ def _jmeter_only(what: str) -> Key:
     return Key(f"{what} is a JMeter setting this runner does not emulate")
 
 
-_TO_RUN_JMETER = "runs JMeter's own test plan, which needs JMeter: this runner sends the requests a scenario lists"
+_TO_RUN_JMETER = ("runs its tool's own test plan (a .jmx: JMeter's), which needs the tool: this runner sends the "
+                  "requests a scenario lists")
 _NOT_EVALUATED = ("JMeter variables and functions are not evaluated by this runner (it sends what the file says)")
 
 TOP_LEVEL: dict[str, Key] = {

@@ -39,7 +39,7 @@ from urllib.parse import urlencode, urlsplit
 
 import yaml
 
-from loadtest.taurus.keys import EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
+from loadtest.taurus.keys import ANY_VALUE, EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
 from loadtest.taurus.overrides import OverrideError, apply_overrides
 from loadtest.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
 from loadtest.taurus.values import TaurusValueError, ThinkTime
@@ -209,7 +209,9 @@ class _Reader:
                 continue
             if not spec.accepts(value):
                 drop = f"-o {path + '.' if path else ''}^{key}="
-                raise self.error(where, f"{spec.why}; remove it from the file, or drop it for this run with {drop}")
+                only = "" if spec.only is ANY_VALUE else f" ({key}: {yaml.safe_dump(spec.only).split()[0]} is accepted)"
+                raise self.error(where, f"{spec.why}{only}; remove it from the file, or drop it for this run with "
+                                        f"{drop}")
             if spec.read is None:  # a refused key with the value this runner follows anyway
                 continue
             try:
