@@ -14,7 +14,8 @@ finishes: the run's drain seconds) or after its ``iterations``. Every user has i
 ``store-cookie: false``, its own cookie jar, as JMeter's threads each have theirs.
 
 Latency is from the send to the end of the answer. Counts go into the per-second buckets of ``Recorder`` and, per
-request label, into :class:`LabelStats`.
+request label, into :class:`LabelStats` by the second the request finished in (an interrupted run reports the
+seconds it recorded, labels included).
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ class VirtualUsers(Recorder):
     def __init__(self, plan: TaurusPlan, *, seed: int | None = None) -> None:
         super().__init__()
         self.plan = plan
-        self.labels: dict[str, LabelStats] = {r.label: LabelStats() for e in plan.executions
-                                              for r in e.scenario.requests}
+        self._labels = list(dict.fromkeys(r.label for e in plan.executions for r in e.scenario.requests))
+        self._label_seconds: list[dict[str, LabelStats]] = []  # by the second requests finished in
         self.active = 0
         self.load_end: float | None = None  # seconds in when the last user stopped
         self._changes: list[tuple[float, int]] = []  # (seconds in, users running from then on)
@@ -95,6 +96,17 @@ class VirtualUsers(Recorder):
         if length is None:
             length = self.elapsed()
         return index < length or index < len(self.seconds)
+
+    def labels(self, seconds: int | None = None) -> dict[str, LabelStats]:
+        """Per label (in the file's order), the requests that finished in the first ``seconds`` seconds (all)."""
+        totals = {label: LabelStats() for label in self._labels}
+        for by_label in self._label_seconds[:seconds]:
+            for label, stats in by_label.items():
+                total = totals[label]
+                total.ok += stats.ok
+                total.errors += stats.errors
+                total.latencies += stats.latencies
+        return totals
 
     def users_in(self, index: int) -> int:
         """The most users running at once during second ``index``."""
@@ -172,7 +184,10 @@ class VirtualUsers(Recorder):
                                timeout=request.timeout_s, follow_redirects=request.follow_redirects)
         done = loop.time()
         self.record(sent, done, error)
-        stats = self.labels[request.label]
+        second = max(int(done - self.started_at), 0)
+        while len(self._label_seconds) <= second:
+            self._label_seconds.append({})
+        stats = self._label_seconds[second].setdefault(request.label, LabelStats())
         if error is None:
             stats.ok += 1
             stats.latencies.append(done - sent)

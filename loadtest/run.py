@@ -138,7 +138,7 @@ class LoadRun:
             dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), hpa_metric=shown,
             metric_target=hpa.target if hpa else None, current=hpa.current_replicas if hpa else None,
             desired=hpa.desired_replicas if hpa else None, users=users,
-            target_users=self.options.plan.users_at(second + 1) if isinstance(self.options, TaurusOptions) else None))
+            target_users=self.options.plan.users_at(second + 0.5) if isinstance(self.options, TaurusOptions) else None))
 
     async def _sample(self) -> None:
         loop = asyncio.get_running_loop()
@@ -234,8 +234,8 @@ async def _report(run: LoadRun, outputs: RunOutputs, *, title: str, load_step_at
             run.warnings.append(f"--query returned {series} series; the plot and CSV show their mean")
         for row in rows:
             row.prom_value = values.get(int(row.t))
-    if isinstance(run.loadgen, VirtualUsers):  # the labels' counts, now that the run is over
-        extra["labels"] = {label: stats.to_json() for label, stats in run.loadgen.labels.items()}
+    if isinstance(run.loadgen, VirtualUsers):  # the labels' counts over the seconds the timeline has
+        extra["labels"] = {label: stats.to_json() for label, stats in run.loadgen.labels(len(rows)).items()}
     summary = summarize(rows, run.syncs, load_step_at, load_drop_at, extra={
         **extra, "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
         "csv": str(outputs.csv) if outputs.csv else None, "plot": str(outputs.plot) if outputs.plot else None,

@@ -11,8 +11,10 @@ import pytest
 import yaml
 
 from loadtest.cli import main
+from loadtest.taurus.keys import ANY_VALUE, LEVELS, Key, markdown
 from loadtest.taurus.plan import HttpRequest, TaurusFileError, TaurusPlan, load_plan, read_plan
 from loadtest.taurus.values import ThinkTime
+from tests.support.docs import generated_block
 
 pytestmark = pytest.mark.unit
 
@@ -243,3 +245,34 @@ def test_command_line_mistakes_are_one_line(tmp_path: Path, capsys: pytest.Captu
 def test_the_error_type_carries_the_same_line(tmp_path: Path) -> None:
     with pytest.raises(TaurusFileError, match=r"execution\.0\.executor: "):
         plan_of(tmp_path, simple(executor="k6"))
+
+
+def test_docs_key_tables_are_the_code_tables() -> None:
+    assert generated_block("taurus.md", "taurus-keys") == markdown(), (
+        "regenerate docs/taurus.md's taurus-keys tables: python -c 'from loadtest.taurus.keys import markdown; "
+        "print(markdown(), end=\"\")'")
+
+
+def placed(level: str, key: str, value: Any) -> tuple[dict[str, Any], str]:
+    """A runnable file with ``key: value`` added at ``level``, and the path an error about it names."""
+    if level == "Top level":
+        return {**simple(), key: value}, key
+    if level == "`execution` items":
+        return simple(**{key: value}), f"execution.0.{key}"
+    if level == "Scenarios":
+        return scenario(**{key: value}), f"scenarios.s.{key}"
+    return request(**{key: value}), f"scenarios.s.requests.0.{key}"
+
+
+REFUSED = [(level, key, spec) for level, table in LEVELS for key, spec in table.items() if spec.read is None]
+
+
+@pytest.mark.parametrize(("level", "key", "spec"), REFUSED, ids=[f"{r[0]}:{r[1]}" for r in REFUSED])
+def test_every_refused_key_is_refused_naming_itself(tmp_path: Path, level: str, key: str, spec: Key) -> None:
+    config, path = placed(level, key, "x")
+    with pytest.raises(TaurusFileError) as refused:
+        plan_of(tmp_path, config)
+    assert f": {path}: {spec.note}" in str(refused.value) and "\n" not in str(refused.value)
+    if spec.only is not ANY_VALUE:  # the one value this runner follows anyway runs
+        config, _ = placed(level, key, spec.only)
+        assert plan_of(tmp_path, config).executions

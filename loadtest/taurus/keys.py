@@ -18,22 +18,28 @@ from typing import Any
 
 from loadtest.taurus.values import TaurusValueError, parse_duration, parse_think_time
 
-__all__ = ["ANY_VALUE", "EXECUTION", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "read_flag"]
+__all__ = ["ANY_VALUE", "EXECUTION", "LEVELS", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "markdown",
+           "read_flag"]
 
 ANY_VALUE = object()  # Key.only's default: no value makes a refused key acceptable
 
 
 @dataclass(frozen=True)
 class Key:
-    """``read``: the value into its typed form (``None``: refused, ``why`` says why). ``only``: a refused key is
-    still accepted with this value (what this runner does anyway)."""
+    """``note``: what the key does here, or why it is refused. ``read``: the value into its typed form (``None``:
+    refused). ``only``: a refused key is still accepted with this value (what this runner does anyway)."""
 
-    why: str = ""
+    note: str
     read: Callable[[Any], Any] | None = None
     only: object = ANY_VALUE
 
     def accepts(self, value: object) -> bool:
         return self.read is not None or (self.only is not ANY_VALUE and value == self.only)
+
+    @property
+    def only_text(self) -> str:
+        """``only`` as YAML writes it (``false``, ``jmeter``)."""
+        return str(self.only).lower() if isinstance(self.only, bool) else str(self.only)
 
 
 def read_flag(value: object) -> bool:
@@ -111,11 +117,11 @@ _TO_RUN_JMETER = ("runs its tool's own test plan (a .jmx: JMeter's), which needs
 _NOT_EVALUATED = ("JMeter variables and functions are not evaluated by this runner (it sends what the file says)")
 
 TOP_LEVEL: dict[str, Key] = {
-    "execution": Key(read=_raw),
-    "scenarios": Key(read=_raw),
-    # The reporting list is read item by item (plan.py): console and final-stats only display.
-    "reporting": Key(read=_raw),
-    "provisioning": Key("only local provisioning runs here (cloud runs belong to BlazeMeter)", only="local"),
+    "execution": Key("the executions, run at once: a list, or one mapping", read=_raw),
+    "scenarios": Key("scenarios by name, for `scenario` to name", read=_raw),
+    "reporting": Key("only `console` and `final-stats`, which display (this runner prints its own progress and "
+                     "summary)", read=_raw),
+    "provisioning": Key("cloud provisioning runs on BlazeMeter", only="local"),
     "settings": Key("Taurus engine settings (artifacts-dir, env, default-executor, ...) are not read by this runner"),
     "modules": Key("module settings configure Taurus' tools (JMeter's path, properties, ...), which this runner "
                    "does not use"),
@@ -125,14 +131,16 @@ TOP_LEVEL: dict[str, Key] = {
 }
 
 EXECUTION: dict[str, Key] = {
-    "concurrency": Key(read=_per_provisioning(_count)),
-    "ramp-up": Key(read=parse_duration),
-    "hold-for": Key(read=parse_duration),
-    "iterations": Key(read=_count),
-    "throughput": Key(read=_per_provisioning(_rate)),
-    "steps": Key(read=_count),
-    "scenario": Key(read=_scenario_ref),
-    "delay": Key(read=parse_duration),
+    "concurrency": Key("virtual users (default 1); per provisioning (`{local: 10, cloud: 100}`): `local`",
+                       read=_per_provisioning(_count)),
+    "ramp-up": Key("seconds to reach `concurrency` (whole seconds)", read=parse_duration),
+    "hold-for": Key("seconds to hold `concurrency` after the ramp-up (whole seconds)", read=parse_duration),
+    "iterations": Key("passes over the requests per user (a regular thread group)", read=_count),
+    "throughput": Key("requests per second at most (Taurus' shaper); per provisioning like `concurrency`",
+                      read=_per_provisioning(_rate)),
+    "steps": Key("the ramp-up in this many equal steps", read=_count),
+    "scenario": Key("a name under `scenarios`, or a scenario written inline", read=_scenario_ref),
+    "delay": Key("start this long after the run starts", read=parse_duration),
     "executor": Key("this runner runs what Taurus' default executor, JMeter, runs from a requests scenario; other "
                     "executors (locust, gatling, k6, ...) have their own semantics", only="jmeter"),
     "start-at": Key("starting at a wall-clock time is not supported (delay is)"),
@@ -146,14 +154,15 @@ EXECUTION: dict[str, Key] = {
 }
 
 SCENARIO: dict[str, Key] = {
-    "requests": Key(read=_raw),
-    "default-address": Key(read=_text),
-    "headers": Key(read=_headers),
-    "think-time": Key(read=parse_think_time),
-    "timeout": Key(read=parse_duration),
-    "keepalive": Key(read=read_flag),
-    "follow-redirects": Key(read=read_flag),
-    "store-cookie": Key(read=read_flag),
+    "requests": Key("the requests each user sends in order: URLs or mappings", read=_raw),
+    "default-address": Key("scheme, host and port for URLs without them", read=_text),
+    "headers": Key("headers of every request", read=_headers),
+    "think-time": Key("the wait before each request: a duration, or uniform/gaussian/poisson(MEAN, DEV)",
+                      read=parse_think_time),
+    "timeout": Key("per request (default 30s)", read=parse_duration),
+    "keepalive": Key("reuse connections (default true; false sends `Connection: close`)", read=read_flag),
+    "follow-redirects": Key("follow redirects (default true)", read=read_flag),
+    "store-cookie": Key("each user keeps the cookies it is sent (default true)", read=read_flag),
     "store-cache": Key("JMeter's cache manager (browser caching) is not emulated", only=False),
     "retrieve-resources": Key("embedded resources of HTML pages are not fetched", only=False),
     "retrieve-resources-regex": _jmeter_only("retrieve-resources-regex"),
@@ -177,16 +186,17 @@ SCENARIO: dict[str, Key] = {
 }
 
 REQUEST: dict[str, Key] = {
-    "url": Key(read=_text),
-    "method": Key(read=_text),
-    "label": Key(read=_text),
-    "body": Key(read=_raw),
-    "body-file": Key(read=_text),
-    "headers": Key(read=_headers),
-    "think-time": Key(read=parse_think_time),
-    "timeout": Key(read=parse_duration),
-    "keepalive": Key(read=read_flag),
-    "follow-redirects": Key(read=read_flag),
+    "url": Key("absolute, or a path under the scenario's `default-address`", read=_text),
+    "method": Key("default GET", read=_text),
+    "label": Key("what it is counted under (default: the URL as written)", read=_text),
+    "body": Key("text as it is; a list, a number, a nested mapping, or any mapping with a JSON Content-Type: JSON; "
+                "a flat mapping: parameters (the query of a GET, DELETE or OPTIONS, the form of a POST)", read=_raw),
+    "body-file": Key("a file's bytes as the body (not with GET), relative to the Taurus file", read=_text),
+    "headers": Key("over the scenario's, by name", read=_headers),
+    "think-time": Key("over the scenario's", read=parse_think_time),
+    "timeout": Key("over the scenario's", read=parse_duration),
+    "keepalive": Key("over the scenario's", read=read_flag),
+    "follow-redirects": Key("over the scenario's", read=read_flag),
     "upload-files": Key("file uploads (multipart forms) are not built by this runner"),
     "content-encoding": _jmeter_only("content-encoding"),
     "random-source-ip": _jmeter_only("random-source-ip"),
@@ -203,3 +213,26 @@ REQUEST: dict[str, Key] = {
 # one of these keys in place of ``url``.
 LOGIC_BLOCKS = ("if", "once", "loop", "while", "foreach", "transaction", "include-scenario", "action",
                 "set-variables", "setup", "teardown")
+
+LEVELS = (("Top level", TOP_LEVEL), ("`execution` items", EXECUTION), ("Scenarios", SCENARIO),
+          ("Requests", REQUEST))
+
+
+def markdown() -> str:
+    """docs/taurus.md's key tables, from the tables above."""
+    out: list[str] = []
+    for title, table in LEVELS:
+        out += [f"#### {title}", "", "| key | here |", "|---|---|"]
+        for key, spec in table.items():
+            if spec.read is not None:
+                here = spec.note
+            elif spec.only is not ANY_VALUE:
+                here = f"only `{key}: {spec.only_text}` runs; otherwise refused: {spec.note}"
+            else:
+                here = f"refused: {spec.note}"
+            out.append(f"| `{key}` | {here} |")
+        out.append("")
+    blocks = ", ".join(f"`{block}`" for block in LOGIC_BLOCKS)
+    out.append(f"A request that is a logic block ({blocks}) is refused: logic blocks run inside JMeter. Any other "
+               "key is unknown, and an error too.")
+    return "\n".join(out) + "\n"

@@ -120,7 +120,8 @@ class Execution:
             parts.append(f"iterations {self.iterations}")
         if self.throughput is not None:
             parts.append(f"throughput {self.throughput:g}/s")
-        return f"{', '.join(parts)}; scenario {self.scenario.name} ({len(self.scenario.requests)} requests)"
+        count = len(self.scenario.requests)
+        return f"{', '.join(parts)}; scenario {self.scenario.name} ({count} request{'' if count == 1 else 's'})"
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,8 @@ class _Reader:
                 continue
             if not spec.accepts(value):
                 drop = f"-o {path + '.' if path else ''}^{key}="
-                only = "" if spec.only is ANY_VALUE else f" ({key}: {yaml.safe_dump(spec.only).split()[0]} is accepted)"
-                raise self.error(where, f"{spec.why}{only}; remove it from the file, or drop it for this run with "
+                only = "" if spec.only is ANY_VALUE else f" ({key}: {spec.only_text} is accepted)"
+                raise self.error(where, f"{spec.note}{only}; remove it from the file, or drop it for this run with "
                                         f"{drop}")
             if spec.read is None:  # a refused key with the value this runner follows anyway
                 continue
