@@ -153,6 +153,14 @@ EXECUTION: dict[str, Key] = {
     "system-properties": _jmeter_only("system-properties"),
 }
 
+# Keys a scenario and a request both take (JMeter.md, "Global Settings" and "HTTP Requests").
+_BOTH_LEVELS: dict[str, Key] = {
+    "content-encoding": _jmeter_only("content-encoding"),
+    "random-source-ip": _jmeter_only("random-source-ip"),
+    "protocol": Key("only HTTP requests are sent (protocol: mqtt/grpc needs JMeter's plugins)", only="http"),
+    "jsr223": Key("JSR223 scripts run inside JMeter"),
+}
+
 SCENARIO: dict[str, Key] = {
     "requests": Key("the requests each user sends in order: URLs or mappings", read=_raw),
     "default-address": Key("scheme, host and port for URLs without them", read=_text),
@@ -169,8 +177,6 @@ SCENARIO: dict[str, Key] = {
     "concurrent-pool-size": _jmeter_only("concurrent-pool-size"),
     "use-dns-cache-mgr": _jmeter_only("use-dns-cache-mgr (host names resolve through the system's resolver)"),
     "force-parent-sample": _jmeter_only("force-parent-sample"),
-    "content-encoding": _jmeter_only("content-encoding"),
-    "random-source-ip": _jmeter_only("random-source-ip"),
     "data-sources": Key("data sources (CSV files feeding variables) are not read: JMeter variables are not "
                         "evaluated by this runner"),
     "variables": Key(_NOT_EVALUATED),
@@ -181,8 +187,7 @@ SCENARIO: dict[str, Key] = {
                                   "header under headers"),
     "keystore-config": _jmeter_only("keystore-config"),
     "cookies": _jmeter_only("cookies (pre-set cookies)"),
-    "protocol": Key("only HTTP requests are sent (protocol: mqtt/grpc needs JMeter's plugins)", only="http"),
-    "jsr223": Key("JSR223 scripts run inside JMeter"),
+    **_BOTH_LEVELS,
 }
 
 REQUEST: dict[str, Key] = {
@@ -192,16 +197,11 @@ REQUEST: dict[str, Key] = {
     "body": Key("text as it is; a list, a number, a nested mapping, or any mapping with a JSON Content-Type: JSON; "
                 "a flat mapping: parameters (the query of a GET, DELETE or OPTIONS, the form of a POST)", read=_raw),
     "body-file": Key("a file's bytes as the body (not with GET), relative to the Taurus file", read=_text),
-    "headers": Key("over the scenario's, by name", read=_headers),
-    "think-time": Key("over the scenario's", read=parse_think_time),
-    "timeout": Key("over the scenario's", read=parse_duration),
-    "keepalive": Key("over the scenario's", read=read_flag),
-    "follow-redirects": Key("over the scenario's", read=read_flag),
+    # A request's own settings win over its scenario's (Request.priority_option in bzt/requests_model.py).
+    **{key: Key("over the scenario's" + (", by name" if key == "headers" else ""), read=SCENARIO[key].read)
+       for key in ("headers", "think-time", "timeout", "keepalive", "follow-redirects")},
     "upload-files": Key("file uploads (multipart forms) are not built by this runner"),
-    "content-encoding": _jmeter_only("content-encoding"),
-    "random-source-ip": _jmeter_only("random-source-ip"),
-    "protocol": Key("only HTTP requests are sent (protocol: mqtt/grpc needs JMeter's plugins)", only="http"),
-    "jsr223": Key("JSR223 scripts run inside JMeter"),
+    **_BOTH_LEVELS,
     **{key: Key("assertions are not checked by this runner: a request fails on a transport error or an HTTP status "
                 "of 400 or above, as JMeter's default")
        for key in ("assert", "assert-jsonpath", "assert-xpath")},
