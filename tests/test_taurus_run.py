@@ -12,7 +12,6 @@ import csv
 import itertools
 import json
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,11 +21,12 @@ import yaml
 
 from loadtest.cli import main
 from tests.support.recording_http import RecordingServer
+from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from tests.support.fake_kube import FakeKube
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.lowest]  # httpx at its floor: per-user clients, cookie jars, redirects
 
 
 def run_file(tmp_path: Path, config: dict[str, Any], *args: str) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -196,20 +196,20 @@ def test_the_hpas_replicas_beside_the_closed_loop(tmp_path: Path, fake_kube: Fak
     fake_kube.register("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
     fake_kube.put("autoscaling", "v2", "horizontalpodautoscalers", hpa(2))
     kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
+    path = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers/vision-api-gpu-hpa"
+
+    def scale_up() -> None:  # polls are at least 200 ms apart: the 10th comes after the first second was recorded
+        wait_until(lambda: fake_kube.count("GET", path) >= 10, timeout=60)
+        fake_kube.put("autoscaling", "v2", "horizontalpodautoscalers", hpa(3))
+
+    later = threading.Thread(target=scale_up)
+    later.start()
     with RecordingServer(delay_s=0.02) as server:
-        deadline = time.monotonic() + 1.5
-
-        def scale_up() -> None:
-            time.sleep(max(deadline - time.monotonic(), 0))
-            fake_kube.put("autoscaling", "v2", "horizontalpodautoscalers", hpa(3))
-
-        later = threading.Thread(target=scale_up)
-        later.start()
         summary, rows = run_file(tmp_path, GUIDE, "-o", "execution.0.hold-for=3s",
                                  "-o", f"scenarios.vision-api.requests.0={server.url}/gputest",
                                  "--hpa", "vision-api-gpu-hpa", "--kubeconfig", kubeconfig,
                                  "--watch-interval", "200ms")
-        later.join()
+    later.join()
     desired = [int(r["desired_replicas"]) for r in rows if r["desired_replicas"]]
     assert desired[0] == 2 and desired[-1] == 3
     assert [(e["from"], e["to"]) for e in summary["scale_events"]] == [(2, 3)]
