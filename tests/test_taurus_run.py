@@ -65,6 +65,7 @@ def test_the_guides_test_shortened_with_o(tmp_path: Path, capsys: pytest.Capture
     assert server.in_flight(0, float("inf")) == 1  # one user: never two requests at once
     # Each gap is the think time plus the previous answer (20 ms) and scheduling: 0.75 s to 0.75 + 0.3 s.
     assert all(0.75 <= g < 1.05 for g in gaps(times)), gaps(times)
+    assert times[-1] - times[0] < 4.0 - 1.25  # nothing sent after the end (1 s ramp-up + 3 s hold)
     assert summary["requests"] == {"sent": len(times), "ok": len(times), "errors": 0, "dropped": 0}
     label = summary["labels"][f"{server.url}/gputest"]  # the label defaults to the URL as written
     assert (label["requests"], label["ok"], label["errors"]) == (len(times), len(times), 0)
@@ -101,6 +102,7 @@ def test_throughput_caps_the_rate_of_a_closed_loop(tmp_path: Path) -> None:
         summary, rows = run_file(tmp_path, config, "-o", f"scenarios.s.default-address={server.url}")
     times = sorted(a.at for a in server.arrivals)
     assert 26 <= len(times) <= 31  # 30 slots, 1 per 100 ms; a slow start may lose a few
+    assert times[-1] - times[0] < 3.0  # and none after the 3 s hold
     busiest = max(sum(1 for t in times if start <= t < start + 1.0) for start in times)
     assert busiest <= 12  # a stalled loop may release 2 waiting slots at once
     assert [r["target_rps"] for r in rows[:3]] == ["10", "10", "10"]
