@@ -16,7 +16,8 @@ Printed (never asserted), per case: requests and failed requests, and
 and the exporter's start time (to its first scrape with its pods' series), over several starts: what the
 DaemonSet's probes are set from.
 
-Usage: ``python bench/lifecycle.py [--workloads 200] [--cases a,b,c] [--no-baseline] [--exporter-starts 10]``.
+Usage: ``python bench/lifecycle.py [--workloads 200] [--cases a,b,c] [--no-baseline] [--exporter-starts 10]
+[--quick] [--json FILE]`` (about 6 minutes; ``--quick``: the tests' compressed settings, about 1.5 minutes).
 Everything shares this machine's cores with Prometheus and the clients: the counts are what to read, the times
 are this machine's.
 """
@@ -33,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from exporter_scrape import machine_line  # noqa: E402  (bench/exporter_scrape.py)
 
 from tests.support.lifecycle_scenarios import (  # noqa: E402
     Report,
@@ -58,9 +61,15 @@ def main() -> None:
     parser.add_argument("--cases", default="a,b,c", help="which of a, b, c to run")
     parser.add_argument("--no-baseline", action="store_true", help="skip (a) with the adapter's old stop")
     parser.add_argument("--exporter-starts", type=int, default=10, help="exporter starts to time")
+    parser.add_argument("--quick", action="store_true",
+                        help="the tests' compressed pace: 4 s syncs, 1 s propagation, 3 s delay, 2 s scrapes")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     settings = Settings(workloads=args.workloads)
+    if args.quick:
+        settings = replace(settings, sync_period_s=4, propagation_s=1, shutdown_delay_s=3, drain_timeout_s=5,
+                           scrape_interval_s=2)
+    print(machine_line())
     print(f"settings: {settings}")
     rows = []
     started = time.monotonic()

@@ -342,8 +342,16 @@ class Report:
         return line
 
 
+def mid_round(fleet: Fleet) -> None:
+    """Wait until a round is under way (requests flowing), so what follows lands among them."""
+    done = len(fleet.asked)
+    wait_until(lambda: len(fleet.asked) >= done + 3, fleet.settings.sync_period_s * 2 + 30, "a round under way",
+               interval=0.005)
+
+
 def rolling_update(c: Cluster) -> Report:
-    """(a) Each old replica replaced as the Deployment controller does it with maxSurge 1, maxUnavailable 0."""
+    """(a) Each old replica replaced as the Deployment controller does it with maxSurge 1, maxUnavailable 0; each
+    old one told to leave while a round's requests flow."""
     fleet = Fleet(c.proxy.url, c.settings).start()
     fleet.wait_rounds(1)
     old = list(c.replicas)
@@ -352,6 +360,7 @@ def rolling_update(c: Cluster) -> Report:
         new = c.start_replica()
         c.wait_in_service(new)
         replica.process.client.close()  # the test's own probe connection: the kubelet's probes do not keep one
+        mid_round(fleet)
         began = time.monotonic()
         replica.process.proc.send_signal(signal.SIGTERM)
         c.proxy.set_endpoint(replica.name, f"127.0.0.1:{replica.process.port}", ready=False)
@@ -371,9 +380,7 @@ def kill_one(c: Cluster) -> Report:
     fleet = Fleet(c.proxy.url, c.settings).start()
     fleet.wait_rounds(1)
     victim = c.replicas[0]
-    done = len(fleet.asked)
-    wait_until(lambda: len(fleet.asked) >= done + 3, c.settings.sync_period_s * 2 + 30, "a round under way",
-               interval=0.005)
+    mid_round(fleet)
     in_flight = c.proxy.in_flight(victim.name)
     killed_at = time.monotonic()
     victim.process.proc.send_signal(signal.SIGKILL)
@@ -391,25 +398,73 @@ def kill_one(c: Cluster) -> Report:
     return report
 
 
+class Observer:
+    """Asks the affected workloads' Pods metric through the Service every ``interval_s`` (each ask unique, with a
+    metricLabelSelector that matches every series, so the adapter's query reuse, which an HPA asking every 15 s never
+    hits, does not stand between the answer and Prometheus): when pods went missing and came back, to the tenth of a
+    second."""
+
+    def __init__(self, url: str, workloads: list[str], expected: int, interval_s: float = 0.2) -> None:
+        self.url, self.workloads, self.expected, self.interval_s = url, workloads, expected, interval_s
+        self.seen: list[tuple[float, int, int]] = []  # (time, status, pods in a 200 answer)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="observer", daemon=True)
+
+    def __enter__(self) -> Observer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.url, verify=False, timeout=10) as client:
+            n = 0
+            while not self._stop.is_set():
+                for name in self.workloads:
+                    n += 1
+                    at = time.monotonic()
+                    response = client.get(f"{DISCOVERY}/namespaces/{NAMESPACE}/pods/*/DCGM_FI_DEV_GPU_UTIL",
+                                          params={"labelSelector": f"app={name}",
+                                                  "metricLabelSelector": f"gpu!=ask-{n}"})
+                    pods = len(response.json()["items"]) if response.status_code == 200 else 0
+                    self.seen.append((at, response.status_code, pods))
+                self._stop.wait(self.interval_s)
+
+    def missing(self) -> list[float]:
+        """When an answer lacked a pod (a 404 is every pod missing: the metric has no value for any)."""
+        return [at for at, status, pods in self.seen if status in (200, 404) and pods < self.expected]
+
+    def errors(self) -> list[tuple[float, int]]:
+        return [(at, status) for at, status, _ in self.seen if status not in (200, 404)]
+
+
 def restart_exporter(c: Cluster) -> Report:
-    """(c) The exporter of one node stopped and started again in place."""
+    """(c) The exporter of one node stopped and started again in place, down long enough for a scrape to fail (a
+    restart between two scrapes goes unseen: Prometheus never marks the series stale)."""
+    affected = [workload(i) for i in range(c.settings.workloads)
+                if set(pods_of(i, c.settings)) & set(c.exporter.pods)]
     fleet = Fleet(c.proxy.url, c.settings).start()
     fleet.wait_rounds(1)
-    stopped_at = time.monotonic()
-    c.exporter.stop()
-    start_s = c.exporter.start()
-    back_at = time.monotonic()
-    c.exporter_start_s.append(start_s)
-    fleet.wait_rounds(2)
+    with Observer(c.proxy.url, affected, c.settings.pods_per_workload) as observer:
+        stopped_at = time.monotonic()
+        c.exporter.stop()
+        c.prometheus.wait_for(f'up{{instance="{c.exporter.address}"}} == 0',
+                              timeout=c.settings.scrape_interval_s * 3 + 30)
+        start_s = c.exporter.start()
+        back_at = time.monotonic()
+        c.exporter_start_s.append(start_s)
+        fleet.wait_rounds(2)
     report = Report("(c) exporter restart", fleet.stop())
-    affected = {workload(i) for i in range(c.settings.workloads)
-                if set(pods_of(i, c.settings)) & set(c.exporter.pods)}
-    missing = [a for a in report.asked if a.hpa in affected and a.ok and a.pods is not None
-               and a.pods < c.settings.pods_per_workload]
-    after = [a.started - back_at for a in missing if a.started > back_at]
+    seen_missing = observer.missing()
+    fleet_missing = [a for a in report.asked if a.hpa in affected and a.ok and a.pods is not None
+                     and a.pods < c.settings.pods_per_workload]
     report.notes.update({
         "exporter down (s)": back_at - stopped_at, "exporter start (s)": start_s,
-        "requests with missing pods": len(missing),
-        "latest missing pod after the exporter was back (s)": max(after, default=0.0),
+        "pods missing, as the adapter answered (s)": (max(seen_missing) - min(seen_missing)) if seen_missing else 0.0,
+        "latest missing pod after the exporter was back (s)": max((t - back_at for t in seen_missing), default=0.0),
+        "HPA requests that saw a pod missing": len(fleet_missing),
+        "observer errors": len(observer.errors()),
         "scrape interval (s)": c.settings.scrape_interval_s})
     return report

@@ -88,13 +88,16 @@ class ServiceProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         with contextlib.suppress(RuntimeError):
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     # -- inside the proxy's loop -------------------------------------------------------------------------------
     def _call(self, read):  # type: ignore[no-untyped-def]
@@ -127,7 +130,7 @@ class ServiceProxy:
         self._links.add(link)
         try:
             await asyncio.gather(self._pipe(client_reader, upstream_writer, link, True),
-                                 self._pipe(upstream_reader, client_writer, link, False))
+                                 self._pipe(upstream_reader, client_writer, link, False), return_exceptions=True)
         finally:
             self._links.discard(link)
             for writer in (client_writer, upstream_writer):
