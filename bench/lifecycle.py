@@ -4,9 +4,10 @@ Two adapter replicas behind a Service stand-in (round-robin over ready endpoints
 propagation delay, established connections kept, as kube-proxy does), an HPA fleet asking them at the controller's
 pace, Prometheus scraping a real exporter on one node and the other nodes' series: tests/support/lifecycle_scenarios.py
 says exactly how. The settings are the chart's (shutdown delay 15 s, drain timeout 10 s, the exporter's 10 s
-ServiceMonitor interval) and the controller's (15 s sync period, 5 workers); the propagation delay is 2 s.
+ServiceMonitor interval) and the controller's (15 s sync period, 5 workers); the propagation delay is 2 s. Beside
+the HPAs, other clients ask discovery twenty times a second, each on a new connection.
 
-Printed (never asserted), per case: requests and failed requests, and
+Printed (never asserted), per case: requests and failed requests (the HPAs', the other clients'), and
   (a) a rolling update of both replicas (maxSurge 1, maxUnavailable 0), and the same with the adapter stopping as it
       did before (--shutdown-delay-duration=0s: the listener closes at SIGTERM), measured in the same run;
   (b) SIGKILL of one replica mid-round: what it had in flight, what the Service still sent it, whether every HPA's

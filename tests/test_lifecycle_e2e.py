@@ -21,8 +21,7 @@ import pytest
 from tests.support.adapter_metrics import metric_value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
-from tests.support.metrics_endpoint import MetricsEndpoint
-from tests.support.prometheus import PrometheusServer
+from tests.support.prometheus import PrometheusServer, scraping
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
@@ -35,14 +34,8 @@ UNVERIFIED = ssl._create_unverified_context()  # the adapter's self-signed certi
 
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
-    endpoint = MetricsEndpoint(EXPOSITION)
-    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="1s")
-    try:
-        wait_until(lambda: prom.query("DCGM_FI_DEV_GPU_UTIL"), 60, "the series scraped")
+    with scraping(EXPOSITION, "DCGM_FI_DEV_GPU_UTIL") as prom:
         yield prom
-    finally:
-        prom.stop()
-        endpoint.stop()
 
 
 @pytest.fixture

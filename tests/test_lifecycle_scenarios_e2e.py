@@ -1,7 +1,8 @@
 """The lifecycle goals (issue 40, docs/adapter.md "Lifecycle"), asserted on two real adapter replicas behind a
 Service stand-in under an HPA fleet (tests/support/lifecycle_scenarios.py): (a) a rolling update fails no request;
 (b) SIGKILL of a replica fails only what it had in flight or what the Service sent it before its removal reached
-kube-proxy, and every HPA's next sync succeeds; (c) after a node's exporter is back, no HPA sees one of that node's
+kube-proxy, and every HPA's next sync succeeds (beside the HPAs, other clients ask discovery 20 times a second,
+each on a new connection, and count the same way); (c) after a node's exporter is back, no HPA sees one of that node's
 pods missing for longer than one scrape interval. The setup is small and the controller's pace compressed (a 4 s
 sync period, 1 s propagation, 3 s shutdown delay, 2 s scrapes) so the suite stays fast; bench/lifecycle.py runs the
 same scenarios at the chart's settings and the controller's 15 s and prints the figures."""
@@ -28,7 +29,7 @@ def running() -> Iterator[Cluster]:
 
 def test_a_rolling_update_fails_no_request(running: Cluster) -> None:
     report = rolling_update(running)
-    assert report.failed == [], report.summary()
+    assert report.failed == [] and report.others_failed == [], report.summary()
     assert report.notes["exit codes"] == "0,0"
     answered = {a.round for a in report.asked if a.hpa}
     assert len(answered) >= 3  # rounds before, during and after the update were all answered
@@ -39,9 +40,10 @@ def test_sigkill_fails_only_what_the_replica_had_or_was_sent_and_every_next_sync
     notes = report.notes
     bound = int(notes["in flight on it at the kill"]) + int(notes["connections the Service sent it after the kill "
                                                                   "(refused)"])
-    assert len(report.failed) <= bound, report.summary()
+    failed = report.failed + report.others_failed
+    assert len(failed) <= bound, report.summary()
     assert notes["failures later than the propagation delay"] == 0, report.summary()
-    assert all(a.status is None for a in report.failed), report.failed  # never an error answer from the survivor
+    assert all(a.status is None for a in failed), failed  # never an error answer from the survivor
     assert report.next_sync_after_each_failure_succeeded(), report.failed
 
 

@@ -22,8 +22,7 @@ from adapter.server.serving import server_context, uvicorn_config
 from tests.support.adapter_metrics import metric_value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.certs import Issued, issue, make_ca
-from tests.support.metrics_endpoint import MetricsEndpoint
-from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.prometheus import PrometheusServer, free_port, scraping
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
@@ -83,14 +82,8 @@ def trusting() -> ssl.SSLContext:
 
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
-    endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50\n')
-    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="1s")
-    try:
-        wait_until(lambda: prom.query("DCGM_FI_DEV_GPU_UTIL"), 60, "the series scraped")
+    with scraping('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50\n', "DCGM_FI_DEV_GPU_UTIL") as prom:
         yield prom
-    finally:
-        prom.stop()
-        endpoint.stop()
 
 
 def test_a_renewal_while_requests_flow_fails_none(prometheus: PrometheusServer, tmp_path: Path) -> None:

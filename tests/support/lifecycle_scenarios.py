@@ -15,7 +15,11 @@ The cluster, all real processes on loopback:
   as kube-controller-manager asks: every sync period all HPAs are queued and 5 workers take them one at a time,
   after the custom-metrics discovery the controller's client re-reads each period. The client keeps its connections
   alive and, as Go's HTTP transport under the aggregator does, sends a GET again once when a kept-alive connection
-  closes under it (aiohttp's own retry; Go retries only on a reused connection).
+  closes under it (aiohttp's own retry; Go retries only on a reused connection);
+- other clients of the API beside the HPAs, in (a) and (b): twenty discovery requests a second, each on a new
+  connection (kubectl, the controllers' discovery, the aggregator's availability checks are so many separate
+  clients). With 200 HPAs a 15 s round lasts a fraction of a second, so these are what reach the Service at any
+  moment, as in a cluster.
 
 Scenarios: (a) a rolling update as the Deployment controller does it with maxSurge 1, maxUnavailable 0 (start a new
 replica, wait until it is ready, add it; then delete an old one: SIGTERM and the endpoint's removal at once), for
@@ -36,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +181,51 @@ class Fleet:
         elif status != 200:
             error = body[:200].decode(errors="replace")
         self.asked.append(Asked(hpa, number, started, time.monotonic(), status, error, pods))
+
+
+class Steady:
+    """Clients of the API other than the HPAs, at a steady pace, each request on a connection of its own (kubectl,
+    the controllers' discovery, the aggregator's availability checks are so many separate clients): ``asks(n)`` gives
+    the n-th tick's requests as (label, path, params). Recorded in :attr:`asked` (round: the tick)."""
+
+    def __init__(self, url: str, interval_s: float, asks: Callable[[int], list[tuple[str, str, dict[str, str]]]],
+                 ) -> None:
+        self.url, self.interval_s, self.asks = url, interval_s, asks
+        self.asked: list[Asked] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="steady-clients", daemon=True)
+
+    def __enter__(self) -> Steady:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        no_reuse = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(base_url=self.url, verify=False, timeout=10, limits=no_reuse) as client:
+            tick = 0
+            while not self._stop.is_set():
+                for label, path, params in self.asks(tick):
+                    started = time.monotonic()
+                    try:
+                        response = client.get(path, params=params)
+                    except httpx.TransportError as exc:
+                        self.asked.append(Asked(label, tick, started, time.monotonic(), None, repr(exc)))
+                        continue
+                    items = response.json().get("items") if response.status_code == 200 else None
+                    self.asked.append(Asked(label, tick, started, time.monotonic(), response.status_code,
+                                            "" if response.status_code == 200 else response.text[:200],
+                                            len(items) if items is not None else None))
+                tick += 1
+                self._stop.wait(self.interval_s)
+
+
+def discovery_clients(url: str) -> Steady:
+    """Twenty discovery requests a second, each from a new connection."""
+    return Steady(url, 0.05, lambda _: [("discovery client", DISCOVERY, {})])
 
 
 # ------------------------------------------------------------------------------------------------ the cluster
@@ -320,12 +369,17 @@ class Report:
     """What the fleet saw during one scenario."""
 
     case: str
-    asked: list[Asked]
+    asked: list[Asked]  # the HPA fleet's
+    others: list[Asked] = field(default_factory=list)  # the steady clients'
     notes: dict[str, float | int | str] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Asked]:
         return [a for a in self.asked if not a.ok]
+
+    @property
+    def others_failed(self) -> list[Asked]:
+        return [a for a in self.others if not a.ok]
 
     def next_sync_after_each_failure_succeeded(self) -> bool:
         """Every HPA whose request failed in round r had a successful request in round r + 1."""
@@ -334,8 +388,9 @@ class Report:
                    for a in self.failed if a.hpa)
 
     def summary(self) -> str:
-        requests = len(self.asked)
-        line = f"{self.case}: {requests} requests, {len(self.failed)} failed"
+        line = f"{self.case}: HPAs {len(self.asked)} requests, {len(self.failed)} failed"
+        if self.others:
+            line += f"; other clients {len(self.others)} requests, {len(self.others_failed)} failed"
         if self.notes:
             line += "; " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                      for k, v in self.notes.items())
@@ -356,22 +411,28 @@ def rolling_update(c: Cluster) -> Report:
     fleet.wait_rounds(1)
     old = list(c.replicas)
     exits = []
-    for replica in old:
-        new = c.start_replica()
-        c.wait_in_service(new)
-        replica.process.client.close()  # the test's own probe connection: the kubelet's probes do not keep one
-        mid_round(fleet)
-        began = time.monotonic()
-        replica.process.proc.send_signal(signal.SIGTERM)
-        c.proxy.set_endpoint(replica.name, f"127.0.0.1:{replica.process.port}", ready=False)
-        code = replica.process.proc.wait(c.settings.shutdown_delay_s + c.settings.drain_timeout_s + 30)
-        exits.append((time.monotonic() - began, code))
-        c.replicas.remove(replica)
-        replica.process.stop()
-    fleet.wait_rounds(1)
-    return Report("(a) rolling update", fleet.stop(), {
+    with discovery_clients(c.proxy.url) as others:
+        for replica in old:
+            replace_replica(c, fleet, replica, exits)
+        fleet.wait_rounds(1)
+    return Report("(a) rolling update", fleet.stop(), others.asked, {
         "longest old-replica exit (s)": max(s for s, _ in exits),
         "exit codes": ",".join(str(code) for _, code in exits)})
+
+
+def replace_replica(c: Cluster, fleet: Fleet, replica: Replica, exits: list[tuple[float, int]]) -> None:
+    """One step of the rollout: a new replica in the Service, then the old one told to leave."""
+    new = c.start_replica()
+    c.wait_in_service(new)
+    replica.process.client.close()  # the test's own probe connection: the kubelet's probes do not keep one
+    mid_round(fleet)
+    began = time.monotonic()
+    replica.process.proc.send_signal(signal.SIGTERM)
+    c.proxy.set_endpoint(replica.name, f"127.0.0.1:{replica.process.port}", ready=False)
+    code = replica.process.proc.wait(c.settings.shutdown_delay_s + c.settings.drain_timeout_s + 30)
+    exits.append((time.monotonic() - began, code))
+    c.replicas.remove(replica)
+    replica.process.stop()
 
 
 def kill_one(c: Cluster) -> Report:
@@ -380,17 +441,19 @@ def kill_one(c: Cluster) -> Report:
     fleet = Fleet(c.proxy.url, c.settings).start()
     fleet.wait_rounds(1)
     victim = c.replicas[0]
-    mid_round(fleet)
-    in_flight = c.proxy.in_flight(victim.name)
-    killed_at = time.monotonic()
-    victim.process.proc.send_signal(signal.SIGKILL)
-    c.proxy.set_endpoint(victim.name, f"127.0.0.1:{victim.process.port}", ready=False)
-    c.replicas.remove(victim)
-    victim.process.stop()
-    c.wait_in_service(c.start_replica())
-    fleet.wait_rounds(2)
-    report = Report("(b) SIGKILL of one replica", fleet.stop())
-    late = [a for a in report.failed if a.started > killed_at + c.settings.propagation_s + 1.0]
+    with discovery_clients(c.proxy.url) as others:
+        mid_round(fleet)
+        in_flight = c.proxy.in_flight(victim.name)
+        killed_at = time.monotonic()
+        victim.process.proc.send_signal(signal.SIGKILL)
+        c.proxy.set_endpoint(victim.name, f"127.0.0.1:{victim.process.port}", ready=False)
+        c.replicas.remove(victim)
+        victim.process.stop()
+        c.wait_in_service(c.start_replica())
+        fleet.wait_rounds(2)
+    report = Report("(b) SIGKILL of one replica", fleet.stop(), others.asked)
+    late = [a for a in report.failed + report.others_failed
+            if a.started > killed_at + c.settings.propagation_s + 1.0]
     report.notes.update({"in flight on it at the kill": in_flight,
                          "connections the Service sent it after the kill (refused)": c.proxy.stats.refused[
                              victim.name],
@@ -398,56 +461,23 @@ def kill_one(c: Cluster) -> Report:
     return report
 
 
-class Observer:
-    """Asks the affected workloads' Pods metric through the Service every ``interval_s`` (each ask unique, with a
-    metricLabelSelector that matches every series, so the adapter's query reuse, which an HPA asking every 15 s never
-    hits, does not stand between the answer and Prometheus): when pods went missing and came back, to the tenth of a
-    second."""
-
-    def __init__(self, url: str, workloads: list[str], expected: int, interval_s: float = 0.2) -> None:
-        self.url, self.workloads, self.expected, self.interval_s = url, workloads, expected, interval_s
-        self.seen: list[tuple[float, int, int]] = []  # (time, status, pods in a 200 answer)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="observer", daemon=True)
-
-    def __enter__(self) -> Observer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, verify=False, timeout=10) as client:
-            n = 0
-            while not self._stop.is_set():
-                for name in self.workloads:
-                    n += 1
-                    at = time.monotonic()
-                    response = client.get(f"{DISCOVERY}/namespaces/{NAMESPACE}/pods/*/DCGM_FI_DEV_GPU_UTIL",
-                                          params={"labelSelector": f"app={name}",
-                                                  "metricLabelSelector": f"gpu!=ask-{n}"})
-                    pods = len(response.json()["items"]) if response.status_code == 200 else 0
-                    self.seen.append((at, response.status_code, pods))
-                self._stop.wait(self.interval_s)
-
-    def missing(self) -> list[float]:
-        """When an answer lacked a pod (a 404 is every pod missing: the metric has no value for any)."""
-        return [at for at, status, pods in self.seen if status in (200, 404) and pods < self.expected]
-
-    def errors(self) -> list[tuple[float, int]]:
-        return [(at, status) for at, status, _ in self.seen if status not in (200, 404)]
-
-
 def restart_exporter(c: Cluster) -> Report:
     """(c) The exporter of one node stopped and started again in place, down long enough for a scrape to fail (a
-    restart between two scrapes goes unseen: Prometheus never marks the series stale)."""
+    restart between two scrapes goes unseen: Prometheus never marks the series stale). Beside the HPAs, an observer
+    asks the affected workloads' Pods metric every 0.2 s through the Service, each ask unique (a
+    metricLabelSelector that matches every series), so the adapter's query reuse, which an HPA asking every 15 s
+    never hits, does not stand between its answer and Prometheus: when pods went missing and came back."""
     affected = [workload(i) for i in range(c.settings.workloads)
                 if set(pods_of(i, c.settings)) & set(c.exporter.pods)]
+    expected = c.settings.pods_per_workload
+
+    def ask(tick: int) -> list[tuple[str, str, dict[str, str]]]:
+        return [(name, f"{DISCOVERY}/namespaces/{NAMESPACE}/pods/*/DCGM_FI_DEV_GPU_UTIL",
+                 {"labelSelector": f"app={name}", "metricLabelSelector": f"gpu!=ask-{tick}"}) for name in affected]
+
     fleet = Fleet(c.proxy.url, c.settings).start()
     fleet.wait_rounds(1)
-    with Observer(c.proxy.url, affected, c.settings.pods_per_workload) as observer:
+    with Steady(c.proxy.url, 0.2, ask) as observer:
         stopped_at = time.monotonic()
         c.exporter.stop()
         c.prometheus.wait_for(f'up{{instance="{c.exporter.address}"}} == 0',
@@ -457,14 +487,15 @@ def restart_exporter(c: Cluster) -> Report:
         c.exporter_start_s.append(start_s)
         fleet.wait_rounds(2)
     report = Report("(c) exporter restart", fleet.stop())
-    seen_missing = observer.missing()
-    fleet_missing = [a for a in report.asked if a.hpa in affected and a.ok and a.pods is not None
-                     and a.pods < c.settings.pods_per_workload]
+    # A 404 is every pod missing: the metric had no value for any of the workload's pods.
+    seen_missing = [a.started for a in observer.asked
+                    if a.status == 404 or (a.status == 200 and (a.pods or 0) < expected)]
+    fleet_missing = [a for a in report.asked if a.hpa in affected and a.ok and (a.pods or 0) < expected]
     report.notes.update({
         "exporter down (s)": back_at - stopped_at, "exporter start (s)": start_s,
         "pods missing, as the adapter answered (s)": (max(seen_missing) - min(seen_missing)) if seen_missing else 0.0,
         "latest missing pod after the exporter was back (s)": max((t - back_at for t in seen_missing), default=0.0),
         "HPA requests that saw a pod missing": len(fleet_missing),
-        "observer errors": len(observer.errors()),
+        "observer errors": len([a for a in observer.asked if a.status not in (200, 404)]),
         "scrape interval (s)": c.settings.scrape_interval_s})
     return report
