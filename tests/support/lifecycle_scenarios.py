@@ -443,7 +443,7 @@ def kill_one(c: Cluster) -> Report:
     victim = c.replicas[0]
     with discovery_clients(c.proxy.url) as others:
         mid_round(fleet)
-        in_flight = c.proxy.in_flight(victim.name)
+        in_flight, connected = c.proxy.in_flight(victim.name), c.proxy.open_connections(victim.name)
         killed_at = time.monotonic()
         victim.process.proc.send_signal(signal.SIGKILL)
         c.proxy.set_endpoint(victim.name, f"127.0.0.1:{victim.process.port}", ready=False)
@@ -454,7 +454,8 @@ def kill_one(c: Cluster) -> Report:
     report = Report("(b) SIGKILL of one replica", fleet.stop(), others.asked)
     late = [a for a in report.failed + report.others_failed
             if a.started > killed_at + c.settings.propagation_s + 1.0]
-    report.notes.update({"in flight on it at the kill": in_flight,
+    report.notes.update({"connections open to it at the kill": connected,
+                         "of which with a request waiting": in_flight,
                          "connections the Service sent it after the kill (refused)": c.proxy.stats.refused[
                              victim.name],
                          "failures later than the propagation delay": len(late)})

@@ -44,6 +44,7 @@ class ServiceProxy:
         self._addresses: dict[str, tuple[str, int]] = {}
         self._ready: list[str] = []
         self._links: set[_Link] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references to running tasks
         self._turn = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -114,6 +115,15 @@ class ServiceProxy:
         self._loop.run_forever()
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            await self._relay(client_reader, client_writer)
+        finally:
+            self._tasks.discard(task)
+
+    async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         if not self._ready:  # no endpoint: kube-proxy rejects the connection
             client_writer.transport.abort()
             return
