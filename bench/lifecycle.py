@@ -52,6 +52,7 @@ CASES = {"a": rolling_update, "b": kill_one, "c": restart_exporter}
 
 def row(report: Report) -> dict:
     return {"case": report.case, "requests": len(report.asked), "failed": len(report.failed),
+            "other clients' requests": len(report.others), "other clients' failed": len(report.others_failed),
             "next sync after each failure succeeded": report.next_sync_after_each_failure_succeeded(),
             **report.notes}
 
