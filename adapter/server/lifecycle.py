@@ -81,7 +81,6 @@ class Lifecycle:
         self.in_flight = 0  # requests that count for the drain (not exempt)
         self.rejected_total = 0  # answered 429 while draining with --shutdown-send-retry-after
         self.told_to_close_total = 0  # responses that carried Connection: close because of the shutdown
-        self.forced = False
         self._drain_hooks: list[Callable[[float], Awaitable[None]]] = []
         self._drain_tasks: set[asyncio.Task[None]] = set()
 
@@ -102,12 +101,8 @@ class Lifecycle:
                  else "the listener closes and requests in flight finish", s.drain_timeout_s)
 
     def force(self, cause: str) -> None:
-        """A second signal: exit now with status 1, as upstream's signal handler does (its ``os.Exit(1)``)."""
-        self.forced = True
+        """A second signal: the server exits now (say so first)."""
         log.warning("[graceful-termination] %s again: exiting now, without draining", cause)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        os._exit(1)
 
     def due(self) -> bool:
         """Called periodically while serving: moves to the next phase when its time has come; True once the
@@ -144,7 +139,7 @@ class Lifecycle:
 
     def finished(self) -> None:
         """The server stopped: say how the drain went (its log line and what the metrics last showed)."""
-        if self.initiated_at is not None and not self.forced:
+        if self.initiated_at is not None:
             log.info("[graceful-termination] drained %.1fs after the signal (%d request(s) still in flight, %d told "
                      "to close their connection, %d answered 429); exiting", self._clock() - self.initiated_at,
                      self.in_flight, self.told_to_close_total, self.rejected_total)
@@ -227,6 +222,10 @@ class GracefulServer(uvicorn.Server):
             self.lifecycle.initiate(cause)
             return
         self.lifecycle.force(cause)
+        # Upstream's signal handler exits at once with status 1 (its os.Exit(1)): nothing more drained or stopped.
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(1)
 
     async def on_tick(self, counter: int) -> bool:
         if not self.should_exit and self.lifecycle.shutting_down and self.lifecycle.due():
