@@ -53,6 +53,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pyspy import ORDER, Recording, fold_layers  # noqa: E402  (bench/pyspy.py)
 from rss import mib, rss_of  # noqa: E402  (bench/rss.py)
 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
@@ -65,6 +66,7 @@ PODS_PER_WORKLOAD = 10
 NAMESPACES = 20
 SYNC_PERIOD_S = 15.0
 WORKERS = 5
+PROFILE_RATE_HZ = 200  # py-spy samples per second
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 HPA_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
@@ -312,7 +314,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, auth: bool = True,
-                    extra_args: Sequence[str] = ()) -> dict[str, Any]:
+                    extra_args: Sequence[str] = (), profile: Path | None = None) -> dict[str, Any]:
+    """``profile``: py-spy records the adapter's stacks (native frames too) into this file during the measured
+    rounds, and the result carries the samples per layer (bench/pyspy.py)."""
     fleet = workloads(n)
     setup_began = time.monotonic()
     cluster = start_cluster(fleet, tmp)
@@ -330,6 +334,9 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, a
                     "fake API": cluster.kube.pid, "HPA clients": os.getpid()}
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             busy_before, wall_before = busy_seconds(), time.monotonic()
+            recording = (Recording(profile, adapter.proc.pid, rounds * SYNC_PERIOD_S, rate=PROFILE_RATE_HZ,
+                                   native=True)
+                         if profile is not None else None)
             next_round = time.monotonic()
             for _ in range(rounds):
                 next_round += SYNC_PERIOD_S
@@ -339,6 +346,7 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, a
             cpu = {name: (cpu_seconds(pid) - cpu_before[name]) / wall for name, pid in pids.items()}
             busy = (busy_seconds() - busy_before) / wall
             memory = rss_of(adapter.proc.pid)
+            raw = recording.finish() if recording is not None else None
             await check_promql(client, fleet[0])
         async with session(cluster.prom.url) as prom_client:
             baseline = await prometheus_round(prom_client, fleet)
@@ -355,13 +363,15 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, a
                               "max": 1000 * max(v)} for kind, v in latencies.items()},
         "cpu_share": cpu["adapter"], "cpu_shares": cpu, "machine_busy": busy,
         "rss": started_rss["rss"], "rss_after": memory["rss"], "peak": memory.get("peak", 0.0),
+        "requests": sum(len(v) for r in measured for v in r.latencies.values()), "measured_s": wall,
+        "layers": fold_layers(raw) if raw is not None else None,
         "baseline": {"round_s": baseline.seconds, "failures": baseline.failures,
                      "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99)}
                                     for kind, v in baseline.latencies.items()}},
     }
 
 
-def report(result: dict[str, Any]) -> None:
+def report(result: dict[str, Any], layers: bool = True) -> None:
     n = result["workloads"]
     rounds = ", ".join(f"{s:.2f}" for s in result["round_s"])
     print(f"\n== {n:,} HPAs (2 metrics each), {result['pods']:,} pods in the watch cache, 5 workers, "
@@ -383,6 +393,25 @@ def report(result: dict[str, Any]) -> None:
     shares = ", ".join(f"{name} {100 * share:.0f} %" for name, share in result["cpu_shares"].items())
     print(f"CPU during the rounds, share of one core: {shares}; the machine {100 * result['machine_busy']:.0f} % "
           f"busy of {100 * (os.cpu_count() or 1)} %")
+    if layers and result.get("layers"):
+        print_layers({"adapter": result})
+
+
+def print_layers(results: dict[str, dict[str, Any]]) -> None:
+    """The adapter's py-spy samples by layer, a column per result: the share of its samples on the CPU, and that
+    share of the adapter's measured CPU time per request."""
+    print("where the adapter's CPU went (py-spy samples by layer, bench/pyspy.py): % of samples, µs of CPU per "
+          "request")
+    print(f"{'layer':<18}" + "".join(f"{name:>24}" for name in results))
+    for layer in (*ORDER, "total"):
+        cells = []
+        for r in results.values():
+            total = sum(r["layers"].values()) or 1
+            share = 1.0 if layer == "total" else r["layers"][layer] / total
+            per_request = r["cpu_share"] * r["measured_s"] / max(r["requests"], 1)
+            cells.append(f"{100 * share:>10.1f} % {1e6 * share * per_request:>8.0f} µs")
+        print(f"{layer:<18}" + "".join(f"{c:>24}" for c in cells))
+    print("samples: " + ", ".join(f"{name} {sum(r['layers'].values()):,}" for name, r in results.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,13 +426,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter-arg", action="append", default=[], metavar="ARG",
                         help="one more adapter flag, repeatable (e.g. "
                              "--adapter-arg=--authorization-webhook-cache-authorized-ttl=30s)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="py-spy the adapter during the measured rounds (collapsed stacks to DIR) and print "
+                             "its CPU by layer")
     args = parser.parse_args(argv)
     print(f"bench/fleet.py: {os.cpu_count()} CPUs; adapter from {args.adapter_from or ROOT}")
     results = []
     for n in (int(x) for x in args.workloads.split(",")):
         with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
             result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from, auth=not args.no_auth,
-                                               extra_args=args.adapter_arg))
+                                               extra_args=args.adapter_arg,
+                                               profile=args.profile / f"fleet-{n}.txt" if args.profile else None))
         report(result)
         results.append(result)
     if args.json:

@@ -29,6 +29,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from adapter.aiosession import LoopSession
 from clikit.durations import DurationError, parse_prometheus_duration
 
 request_log = logging.getLogger("adapter.promql")  # every request's URL, with the rendered PromQL, at --v 6
@@ -169,16 +170,12 @@ class PrometheusClient:
         self._base = str(url.with_query(None).with_fragment(None)).rstrip("/")
         self._base_params = list(url.query.items())  # e.g. VictoriaMetrics' extra_label=..., on every call
         self._proxy = env_proxy(url)
-        self._tls = tls_context(config) if url.scheme == "https" else None
-        self._resolver = resolver
-        self._session: aiohttp.ClientSession | None = None  # made in the event loop that first uses it
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http = LoopSession(limit=_MAX_CONNECTIONS, tls=tls_context(config) if url.scheme == "https" else None,
+                                 resolver=resolver)
         self.queries_total = 0
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http.aclose()
 
     async def query(self, promql: str, at: float | None = None) -> list[Sample]:
         """Instant query; a vector becomes one Sample per series, a scalar one Sample without labels."""
@@ -241,16 +238,6 @@ class PrometheusClient:
         # Prometheus durations take no decimals: whole milliseconds.
         return f"{max(int(self.config.timeout_s * 900), 100)}ms"
 
-    def _http(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._loop = loop
-            connector = aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, ssl=self._tls if self._tls else True,
-                                             resolver=self._resolver)
-            # auto_decompress: an answer compressed although identity was asked for is still decoded.
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=True)
-        return self._session
-
     def _request_headers(self, extra: Mapping[str, str] | None) -> list[tuple[str, str]]:
         headers = [*self._headers, *(extra or {}).items()]
         if self._token is not None:
@@ -285,7 +272,7 @@ class PrometheusClient:
         connection just as it is reused; a query changes nothing, so sending it twice is safe)."""
         for attempt in (1, 2):
             try:
-                async with self._http().request(method, url, **request) as response:
+                async with self._http.get().request(method, url, **request) as response:
                     return response.status, await _read_capped(response)
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                 if attempt == 2:
