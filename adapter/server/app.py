@@ -135,6 +135,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         if version not in VERSIONS:
             raise not_found()
         path = parse_custom_path(rest)
+        request.state.route = path.route if path is not None else "discovery"
         if path is None:
             catalogue = state.discovery.catalogue
             metrics = catalogue.custom_metrics() if catalogue else []
@@ -149,6 +150,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         if version != "v1beta1" or not state.serve_external():
             raise not_found()
         target = parse_external_path(rest)
+        request.state.route = "external" if target is not None else "discovery"
         if target is None:
             catalogue = state.discovery.catalogue
             names = catalogue.external_metrics() if catalogue else []
