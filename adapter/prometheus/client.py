@@ -272,7 +272,7 @@ class PrometheusClient:
             return _decode(status, body)
         return await asyncio.to_thread(_decode, status, body, object_hook)  # megabytes
 
-    async def _exchange(self, method: str, url: str, request: dict[str, Any]) -> tuple[int, bytes]:
+    async def _exchange(self, method: str, url: str, request: dict[str, Any]) -> tuple[int, bytes | bytearray]:
         """One request; sent again once when the connection fails before any answer (the server may close an idle
         connection just as it is reused; a query changes nothing, so sending it twice is safe)."""
         for attempt in (1, 2):
@@ -285,17 +285,23 @@ class PrometheusClient:
         raise AssertionError("unreachable")
 
 
-async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
-    parts, size = [], 0
+async def _read_capped(response: aiohttp.ClientResponse) -> bytes | bytearray:
+    """The answer's body. Grown in place, never held twice: a relist's series list is tens of megabytes, and a list
+    of chunks joined at the end held it twice at its peak (bench/discovery.py, bench/fleet.py's start-up RSS)."""
+    body: bytes | bytearray = b""
     async for chunk in response.content.iter_chunked(1 << 16):
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
+        if len(body) + len(chunk) > MAX_ANSWER_BYTES:
             raise PrometheusUnavailable(f"Prometheus' answer is larger than {MAX_ANSWER_BYTES // 2**20} MiB")
-        parts.append(chunk)
-    return b"".join(parts)
+        if not body:
+            body = chunk  # most answers are one chunk: no copy
+        else:
+            if isinstance(body, bytes):
+                body = bytearray(body)
+            body += chunk
+    return body
 
 
-def _decode(status: int, raw: bytes, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+def _decode(status: int, raw: bytes | bytearray, object_hook: Callable[[dict[str, Any]], Any] | None = None) -> Any:
     try:
         # object_hook: the standard library's decoder, the one that can reduce each object while decoding.
         body = json.loads(raw, object_hook=object_hook) if object_hook else orjson.loads(raw)
