@@ -24,7 +24,6 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
-from urllib.parse import urlencode
 
 import aiohttp
 import orjson
@@ -253,9 +252,10 @@ class PrometheusClient:
         fields = _pairs(params)
         request: dict[str, Any] = {"headers": self._request_headers(headers), "proxy": self._proxy}
         if method == "POST":
-            # The form encoded here, as bytes: handed a list of fields, aiohttp builds a FormData (and a multipart
-            # writer with a random boundary it does not use) for every query.
-            request |= {"params": self._base_params, "data": urlencode(fields).encode(),
+            # The form encoded here, by yarl's quoter (the one aiohttp's URLs use; the standard library's quotes
+            # byte by byte in Python, about a millisecond for a 1,500-pod query): handed a list of fields, aiohttp
+            # would build a FormData, and a multipart writer with a random boundary it does not use, per query.
+            request |= {"params": self._base_params, "data": URL.build(query=fields).raw_query_string.encode(),
                         "headers": [*request["headers"], _FORM]}
         else:
             request["params"] = [*self._base_params, *fields]
