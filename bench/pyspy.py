@@ -8,7 +8,9 @@ whichever Python frame called into C.
 A sample's layer (``LAYERS``, by module path): a stack that runs a delegated review or the watch cache's thread
 belongs to that whole (``CLAIMS``: the review's own TLS and JSON are the review's cost); any other stack belongs
 to its innermost frame that a layer names (the ASGI middleware frames wrap every route, so the outer frames cannot
-decide). Frames no layer names (the interpreter, libc, asyncio, uvloop's loop) leave the sample to the event loop.
+decide). Frames no layer names (the interpreter, libc, asyncio, uvloop's loop, its socket reads) leave the sample
+to the event loop. A socket write counts for the layer that wrote: the responses' for HTTP (uvicorn's protocol),
+the queries' for the PromQL client.
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("auth and reviews", ("adapter/auth/", "cryptography/", "_rust.abi3")),
     ("PromQL client", ("adapter/prometheus/client.py", "aiohttp/", "yarl/", "multidict/", "propcache/")),
     ("engine", ("adapter/provider/", "adapter/rules/", "adapter/kube/", "adapter/prometheus/")),
-    ("routing", ("starlette/", "fastapi/", "adapter/server/", "adapter/api/", "prometheus_client/")),
+    # The server's start-up frames (adapter/cli/serve.py, adapter/server/lifecycle.py's run, uvicorn's server) are
+    # at the root of every stack on the loop: naming them would put the loop's own work here.
+    ("routing", ("starlette/", "fastapi/", "adapter/server/app.py", "adapter/server/routes.py",
+                 "adapter/server/observe.py", "adapter/server/selfmetrics.py", "DrainRequests", "adapter/api/",
+                 "prometheus_client/")),
 )
 # A thread waiting (a worker thread on its queue, the loop in epoll, a socket poll) is not using the CPU. py-spy
 # drops idle Python threads by itself, but with native frames it keeps them: the innermost named frame tells.
