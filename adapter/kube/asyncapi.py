@@ -18,7 +18,7 @@ import aiohttp
 import orjson
 
 from adapter.aiosession import LoopSession
-from adapter.kube.api import JSON, USER_AGENT, KubeApiError, KubeTransportError
+from adapter.kube.api import KubeApiError, KubeTransportError, request_headers
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
@@ -67,12 +67,7 @@ class AsyncKubeApi:
         return await self._call("GET", path, None)
 
     async def _call(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
-        headers = {"Accept": JSON, "User-Agent": USER_AGENT}
-        if body is not None:
-            headers["Content-Type"] = JSON
-        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:
-            headers["Authorization"] = token
+        headers = request_headers(self.configuration, body=body is not None)
         what = f"{method} {self._host}{path}"
         try:
             async with asyncio.timeout(self.timeout_s):
