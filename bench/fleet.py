@@ -16,9 +16,10 @@ the other; the custom-metrics client's discovery is invalidated every sync perio
 aggregator's identity: the front-proxy client certificate and ``X-Remote-User`` of the HPA's service account.
 
 Printed (never asserted): per round, how long the fleet took (goal: within the 15 s period); request latency p50,
-p99 and max per metric type (goal p99 <= 25 ms at N = 1,000); the adapter's CPU over the measured rounds as a
-share of one core (goal <= 25 %) and its RSS and peak (goal <= 128 MiB); and the baseline measured in the same
-run, the same workers sending each HPA's PromQL straight to Prometheus (``/api/v1/query``).
+p99 and max per metric type; the adapter's CPU over the measured rounds as a share of one core and its RSS and
+peak (goals by fleet size in ``goals``); and the baseline measured in the same run, the same workers sending each
+HPA's PromQL straight to Prometheus (``/api/v1/query``). ``--replicas 2`` puts that many adapters behind a Service
+stand-in (tests/support/service_proxy.py, round-robin per connection as kube-proxy) and prints each one's share.
 
 Everything shares this machine's cores, so the CPU of every process in the run is printed beside the adapter's
 (Prometheus, the fake API answering the SubjectAccessReviews, the HPA clients) with how busy the whole machine
@@ -26,7 +27,8 @@ was: a round that takes longer than the baseline while the machine is saturated 
 adapter. The clients use aiohttp, the cheapest well-kept Python client measured here, to leave the most CPU to
 the processes under test (the controller they stand in for is Go).
 
-Usage: ``python bench/fleet.py [--workloads 1000,5000] [--rounds 3] [--adapter-from DIR] [--json FILE]``.
+Usage: ``python bench/fleet.py [--workloads 1000,5000] [--rounds 3] [--replicas N] [--adapter-from DIR]
+[--profile DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pyspy import ORDER, Recording, fold_layers  # noqa: E402  (bench/pyspy.py)
 from rss import mib, rss_of  # noqa: E402  (bench/rss.py)
 
+from tests.support.adapter_metrics import scrape  # noqa: E402
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.certs import issue, make_ca  # noqa: E402
 from tests.support.fake_kube import FakeKube, configmap, pod  # noqa: E402
@@ -65,6 +69,7 @@ PODS_PER_WORKLOAD = 10
 NAMESPACES = 20
 SYNC_PERIOD_S = 15.0
 WORKERS = 5
+PROFILE_RATE_HZ = 200  # py-spy samples per second
 HPA_USER = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 HPA_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
@@ -311,25 +316,69 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
 
 
+def serve_proxy(addresses: list[str], ready: Any, address: Any, stop: Any) -> None:
+    """A Service in front of the replicas (tests/support/service_proxy.py: round-robin over the endpoints for each
+    new connection, as kube-proxy spreads the aggregator's connections), in a process of its own: in the bench's
+    process it would share the interpreter lock with the HPA clients."""
+    from tests.support.service_proxy import ServiceProxy
+
+    proxy = ServiceProxy(propagation_s=0.0)
+    for i, endpoint in enumerate(addresses):
+        proxy.set_endpoint(f"adapter-{i + 1}", endpoint, True, at_once=True)
+    address.put(proxy.url)
+    ready.set()
+    stop.wait()
+    proxy.stop()
+
+
+def served_requests(adapter: AdapterProcess) -> float:
+    """The metric requests the replica answered so far (its ``gpu_adapter_request_duration_seconds`` counts)."""
+    samples = scrape(adapter)
+    return sum(v for (name, labels), v in samples.items()
+               if name == "gpu_adapter_request_duration_seconds_count" and dict(labels)["route"].startswith("custom"))
+
+
 async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, auth: bool = True,
-                    extra_args: Sequence[str] = ()) -> dict[str, Any]:
+                    extra_args: Sequence[str] = (), profile: Path | None = None,
+                    replicas: int = 1) -> dict[str, Any]:
+    """``profile``: py-spy records the adapter's stacks (native frames too) into this file during the measured
+    rounds, and the result carries the samples per layer (bench/pyspy.py). ``replicas`` > 1: that many adapters
+    behind a Service stand-in."""
     fleet = workloads(n)
     setup_began = time.monotonic()
     cluster = start_cluster(fleet, tmp)
-    adapter = None
+    adapters: list[AdapterProcess] = []
+    proxy = proxy_stop = None
     try:
-        adapter = AdapterProcess(cluster.prom.url, str(tmp / "certs"),
-                                 ["--kubeconfig", cluster.kubeconfig, *extra_args],
-                                 disable_auth=not auth, ready_timeout=120, cwd=adapter_from)
-        started_rss = rss_of(adapter.proc.pid)
+        for i in range(replicas):
+            adapters.append(AdapterProcess(cluster.prom.url, str(tmp / f"certs-{i}"),
+                                           ["--kubeconfig", cluster.kubeconfig, *extra_args],
+                                           disable_auth=not auth, ready_timeout=120, cwd=adapter_from))
+        url = adapters[0].url
+        if replicas > 1:
+            fork = multiprocessing.get_context("fork")
+            ready, proxy_stop, address = fork.Event(), fork.Event(), fork.Queue()
+            proxy = fork.Process(target=serve_proxy, args=([a.url.removeprefix("https://") for a in adapters],
+                                                           ready, address, proxy_stop), daemon=True)
+            proxy.start()
+            ready.wait(30)
+            url = address.get(timeout=30)
+        started_rss = [rss_of(a.proc.pid) for a in adapters]
         setup_s = time.monotonic() - setup_began
         measured: list[Round] = []
-        async with hpa_client(adapter.url, cluster.client_cert if auth else None) as client:
+        names = ["adapter"] if replicas == 1 else [f"adapter-{i + 1}" for i in range(replicas)]
+        async with hpa_client(url, cluster.client_cert if auth else None) as client:
             warm = await adapter_round(client, fleet)  # the pod watch cache syncs here, as at a controller start
-            pids = {"adapter": adapter.proc.pid, "prometheus": cluster.prom.process.pid,
-                    "fake API": cluster.kube.pid, "HPA clients": os.getpid()}
+            pids = {**{name: a.proc.pid for name, a in zip(names, adapters, strict=True)},
+                    "prometheus": cluster.prom.process.pid, "fake API": cluster.kube.pid, "HPA clients": os.getpid()}
+            if proxy is not None:
+                pids["Service"] = proxy.pid
+            served_before = [served_requests(a) for a in adapters]
             cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             busy_before, wall_before = busy_seconds(), time.monotonic()
+            recording = (Recording(profile, adapters[0].proc.pid, rounds * SYNC_PERIOD_S, rate=PROFILE_RATE_HZ,
+                                   native=True)
+                         if profile is not None else None)
             next_round = time.monotonic()
             for _ in range(rounds):
                 next_round += SYNC_PERIOD_S
@@ -338,12 +387,17 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, a
             wall = time.monotonic() - wall_before
             cpu = {name: (cpu_seconds(pid) - cpu_before[name]) / wall for name, pid in pids.items()}
             busy = (busy_seconds() - busy_before) / wall
-            memory = rss_of(adapter.proc.pid)
+            served = [served_requests(a) - before for a, before in zip(adapters, served_before, strict=True)]
+            memory = [rss_of(a.proc.pid) for a in adapters]
+            raw = recording.finish() if recording is not None else None
             await check_promql(client, fleet[0])
         async with session(cluster.prom.url) as prom_client:
             baseline = await prometheus_round(prom_client, fleet)
     finally:
-        if adapter is not None:
+        if proxy is not None and proxy_stop is not None:
+            proxy_stop.set()
+            proxy.join(30)
+        for adapter in adapters:
             adapter.stop()
         cluster.stop()
     latencies = {kind: [x for r in measured for x in r.latencies[kind]] for kind in ("pods", "object")}
@@ -353,15 +407,29 @@ async def run_fleet(n: int, rounds: int, tmp: Path, adapter_from: Path | None, a
         "failed": {k: v for r in (warm, *measured) for k, v in r.failed.items()},
         "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99),
                               "max": 1000 * max(v)} for kind, v in latencies.items()},
-        "cpu_share": cpu["adapter"], "cpu_shares": cpu, "machine_busy": busy,
-        "rss": started_rss["rss"], "rss_after": memory["rss"], "peak": memory.get("peak", 0.0),
+        "cpu_share": max(cpu[name] for name in names), "cpu_shares": cpu, "machine_busy": busy,
+        "rss": max(m["rss"] for m in started_rss), "rss_after": max(m["rss"] for m in memory),
+        "peak": max(m.get("peak", 0.0) for m in memory),
+        "replicas": [{"name": name, "cpu_share": cpu[name], "served": count, "rss": m["rss"],
+                      "peak": m.get("peak", 0.0)} for name, count, m in zip(names, served, memory, strict=True)],
+        "requests": sum(len(v) for r in measured for v in r.latencies.values()), "measured_s": wall,
+        "layers": fold_layers(raw) if raw is not None else None,
         "baseline": {"round_s": baseline.seconds, "failures": baseline.failures,
                      "latency_ms": {kind: {"p50": 1000 * statistics.median(v), "p99": 1000 * percentile(v, 0.99)}
                                     for kind, v in baseline.latencies.items()}},
     }
 
 
-def report(result: dict[str, Any]) -> None:
+def goals(n: int, replicas: int) -> str:
+    """The goals for this fleet (bench/README.md)."""
+    if replicas > 1:
+        return f"every round < {SYNC_PERIOD_S:g} s with {replicas} replicas behind one Service"
+    if n <= 1000:
+        return f"every round < {SYNC_PERIOD_S:g} s, Pods and Object p99 <= 15 ms, adapter <= 12 % of a core"
+    return f"every round < {SYNC_PERIOD_S:g} s, adapter <= 60 % of a core, RSS <= 160 MiB"
+
+
+def report(result: dict[str, Any], layers: bool = True) -> None:
     n = result["workloads"]
     rounds = ", ".join(f"{s:.2f}" for s in result["round_s"])
     print(f"\n== {n:,} HPAs (2 metrics each), {result['pods']:,} pods in the watch cache, 5 workers, "
@@ -377,12 +445,38 @@ def report(result: dict[str, Any]) -> None:
         base = result["baseline"]["latency_ms"][kind]
         print(f"{kind:<8} {row['p50']:>8.2f} {row['p99']:>8.2f} {row['max']:>8.2f} {base['p50']:>9.2f} "
               f"{base['p99']:>9.2f}")
-    print(f"adapter CPU {100 * result['cpu_share']:.1f} % of one core [goal <= 25 % at 1,000]; RSS after start-up "
-          f"{mib(result['rss'])}, after the rounds {mib(result['rss_after'])}, peak {mib(result['peak'])} "
-          "[goal <= 128 MiB]")
+    replicas = result["replicas"]
+    print(f"adapter CPU {100 * result['cpu_share']:.1f} % of one core; RSS after start-up {mib(result['rss'])}, "
+          f"after the rounds {mib(result['rss_after'])}, peak {mib(result['peak'])}"
+          + (" (the busiest replica)" if len(replicas) > 1 else ""))
+    if len(replicas) > 1:
+        total = sum(r["served"] for r in replicas) or 1
+        print("each replica's share: " + "; ".join(
+            f"{r['name']} {r['served']:,.0f} requests ({100 * r['served'] / total:.0f} %), CPU "
+            f"{100 * r['cpu_share']:.1f} % of one core, RSS {mib(r['rss'])}, peak {mib(r['peak'])}" for r in replicas))
+    print(f"goals: {goals(n, len(replicas))}")
     shares = ", ".join(f"{name} {100 * share:.0f} %" for name, share in result["cpu_shares"].items())
     print(f"CPU during the rounds, share of one core: {shares}; the machine {100 * result['machine_busy']:.0f} % "
           f"busy of {100 * (os.cpu_count() or 1)} %")
+    if layers and result.get("layers"):
+        print_layers({"adapter": result})
+
+
+def print_layers(results: dict[str, dict[str, Any]]) -> None:
+    """The adapter's py-spy samples by layer, a column per result: the share of its samples on the CPU, and that
+    share of the adapter's measured CPU time per request."""
+    print("where the adapter's CPU went (py-spy samples by layer, bench/pyspy.py): % of samples, µs of CPU per "
+          "request")
+    print(f"{'layer':<18}" + "".join(f"{name:>24}" for name in results))
+    for layer in (*ORDER, "total"):
+        cells = []
+        for r in results.values():
+            total = sum(r["layers"].values()) or 1
+            share = 1.0 if layer == "total" else r["layers"][layer] / total
+            per_request = r["cpu_share"] * r["measured_s"] / max(r["requests"], 1)
+            cells.append(f"{100 * share:>10.1f} % {1e6 * share * per_request:>8.0f} µs")
+        print(f"{layer:<18}" + "".join(f"{c:>24}" for c in cells))
+    print("samples: " + ", ".join(f"{name} {sum(r['layers'].values()):,}" for name, r in results.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,13 +491,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter-arg", action="append", default=[], metavar="ARG",
                         help="one more adapter flag, repeatable (e.g. "
                              "--adapter-arg=--authorization-webhook-cache-authorized-ttl=30s)")
+    parser.add_argument("--replicas", type=int, default=1,
+                        help="adapter replicas behind a Service stand-in (round-robin over them per connection)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="py-spy the adapter during the measured rounds (collapsed stacks to DIR) and print "
+                             "its CPU by layer")
     args = parser.parse_args(argv)
     print(f"bench/fleet.py: {os.cpu_count()} CPUs; adapter from {args.adapter_from or ROOT}")
     results = []
     for n in (int(x) for x in args.workloads.split(",")):
         with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
             result = asyncio.run(run_fleet(n, args.rounds, Path(tmp), args.adapter_from, auth=not args.no_auth,
-                                               extra_args=args.adapter_arg))
+                                               extra_args=args.adapter_arg,
+                                               profile=args.profile / f"fleet-{n}.txt" if args.profile else None,
+                                               replicas=args.replicas))
         report(result)
         results.append(result)
     if args.json:

@@ -7,6 +7,7 @@ it is sent, and each one must parse (promql_parser) with the request's namespace
 from __future__ import annotations
 
 import asyncio
+import json
 from urllib.parse import quote
 
 import httpx
@@ -178,8 +179,8 @@ def test_headers_cannot_authenticate_without_a_certificate(raw: list[tuple[str, 
             return TokenResult(User("alice") if token == "good" else None, "invalid")
 
     class Access:
-        async def review_access(self, user: User, attrs: object) -> AccessResult:
-            return AccessResult(user.name == "alice")
+        async def review_access(self, spec: bytes) -> AccessResult:
+            return AccessResult(json.loads(spec)["user"] == "alice")
 
     proxy = ClientCAs()
     inner = create_app(AdapterState(PROM, Discovery(PROM, lambda: PRESETS),  # type: ignore[arg-type]

@@ -252,10 +252,10 @@ def test_anonymous_only_when_enabled() -> None:
 class FakeAccess:
     def __init__(self, allowed: bool | Exception) -> None:
         self.allowed = allowed
-        self.specs: list[tuple[User, object]] = []
+        self.specs: list[dict] = []
 
-    async def review_access(self, user: User, attrs: object) -> AccessResult:
-        self.specs.append((user, attrs))
+    async def review_access(self, spec: bytes) -> AccessResult:
+        self.specs.append(json.loads(spec))
         await asyncio.sleep(0.01)
         if isinstance(self.allowed, Exception):
             raise self.allowed

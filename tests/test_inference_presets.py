@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue, parse_rules, render_custom
+from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue, parse_rules
 from adapter.rules.inference import (
     INFERENCE_PRESETS,
     POD_DEPLOYMENT_RULE,
@@ -29,6 +29,7 @@ from tests.support.adapter_process import AdapterProcess
 from tests.support.k8s_validation import run, tool
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
+from tests.support.queries import custom_promql
 from tests.support.waiting import wait_until
 from tests.test_rules_presets import matching
 
@@ -185,7 +186,7 @@ def pod_query(metric: str, pods: list[str]) -> str:
     config = parse_rules(f"include: [{ALL}]\n", "rules.yaml")
     series = scraped_series()
     catalogue = build_catalogue(config, {q: matching(series, q) for q in config.series_queries()})
-    return render_custom(catalogue.lookup(metric, "pods")[0], namespace=NAMESPACE, names=pods, metric_matchers=[])
+    return custom_promql(catalogue.lookup(metric, "pods")[0], namespace=NAMESPACE, names=pods)
 
 
 @pytest.mark.tools

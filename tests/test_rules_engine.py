@@ -15,11 +15,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from adapter.api.status import ApiError
 from adapter.rules import (
     Binding,
     GroupResource,
     MetricInfo,
-    QueryError,
     ResourceError,
     api_version,
     build_catalogue,
@@ -27,12 +27,11 @@ from adapter.rules import (
     kind,
     normalise_resource,
     parse_rules,
-    render_custom,
-    render_external,
     result_object_name,
 )
 from adapter.rules.naming import compile_regexp, expand
-from adapter.rules.promql import matcher, one_of, quote, regex_literal
+from adapter.rules.promql import matcher, quote, regex_literal
+from tests.support.queries import custom_promql, external_promql
 from tests.support.tools import require_tool
 from tests.test_rules_config import DCGM_ADAPTER_RULES, HELM_DEFAULT_RULES
 
@@ -250,23 +249,23 @@ def test_helm_default_rules_catalogue() -> None:
         "pod",
         "namespace",
     )
-    assert render_custom(cpu, namespace="shop", names=["web-1", "web-2"], metric_matchers=[]) == (
+    assert custom_promql(cpu, namespace="shop", names=["web-1", "web-2"]) == (
         'sum(rate(container_cpu_usage_seconds_total{namespace="shop",pod=~"web-1|web-2",container!="POD"}[5m])) '
         "by (pod)"
     )
     [requests] = catalogue.lookup("http_requests", "Pod")
-    assert render_custom(requests, namespace="shop", names=["web-1"], metric_matchers=['code=~"5.."']) == (
-        'sum(rate(http_requests_total{code=~"5..",namespace="shop",pod="web-1"}[5m])) by (pod)'
+    assert custom_promql(requests, namespace="shop", names=["web-1"], metric_selector="code in (500,503)") == (
+        'sum(rate(http_requests_total{code=~"500|503",namespace="shop",pod="web-1"}[5m])) by (pod)'
     )
     [by_job] = catalogue.lookup("http_requests", "jobs.batch")
     assert by_job.resource_label == "job" and by_job.namespace_label == "namespace"
     [node] = catalogue.lookup("kube_pod_info", "node")
     assert (node.resource_label, node.namespace_label, node.namespaced) == ("node", None, False)
-    assert render_custom(node, namespace=None, names=["gpu-node-1"], metric_matchers=[]) == (
+    assert custom_promql(node, namespace=None, names=["gpu-node-1"]) == (
         'sum(kube_pod_info{node="gpu-node-1"}) by (node)'
     )
     [ns] = catalogue.lookup("memory_working_set_bytes", "namespaces")
-    assert render_custom(ns, namespace=None, names=["shop"], metric_matchers=[]) == (
+    assert custom_promql(ns, namespace=None, names=["shop"]) == (
         'sum(container_memory_working_set_bytes{namespace="shop",container!="POD"}) by (namespace)'
     )
     [deployment] = catalogue.lookup("queue_length", GroupResource("apps", "deployment"))
@@ -303,7 +302,7 @@ def test_dcgm_adapter_rules_catalogue_and_query() -> None:
     ]
     [util] = catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods")
     assert (util.resource_label, util.namespace_label) == ("exported_pod", "exported_namespace")
-    query = render_custom(util, namespace="default", names=["vision-api-1"], metric_matchers=[])
+    query = custom_promql(util, namespace="default", names=["vision-api-1"])
     assert (
         query == 'avg(DCGM_FI_DEV_GPU_UTIL{exported_namespace="default",exported_pod="vision-api-1"}) by (exported_pod)'
     )
@@ -431,7 +430,7 @@ def test_namespaced_resource_without_namespace_mapping_matches_by_name() -> None
     [binding] = catalogue.lookup("up", "svc")
     assert binding.namespace_label is None
     assert (
-        render_custom(binding, namespace="default", names=["s"], metric_matchers=[])
+        custom_promql(binding, namespace="default", names=["s"])
         == 'sum(up{service="s"}) by (service)'
     )
 
@@ -457,23 +456,21 @@ def test_external_rules() -> None:
     assert catalogue.custom_metrics() == []
     assert catalogue.external_metrics() == ["cluster_gpus", "fleet_load", "global_rate", "queue_messages"]
     [queue] = catalogue.external_lookup("queue_messages")
-    assert render_external(queue, namespace="shop", metric_matchers=['queue="orders"']) == (
+    assert external_promql(queue, namespace="shop", metric_selector="queue=orders") == (
         'sum(queue_messages{queue="orders",namespace="shop"}) by ()'
     )
     [gpus] = catalogue.external_lookup("cluster_gpus")
     assert gpus.namespace_label is None and gpus.namespaced is False
     assert (
-        render_external(gpus, namespace="shop", metric_matchers=['pool="a10g"'])
+        external_promql(gpus, namespace="shop", metric_selector="pool=a10g")
         == 'sum(cluster_gpus{pool="a10g"}) by ()'
     )
     [fleet] = catalogue.external_lookup("fleet_load")
-    assert render_external(fleet, namespace="shop", metric_matchers=[]) == 'sum(fleet_load{namespace="shop"}) by ()'
+    assert external_promql(fleet, namespace="shop") == 'sum(fleet_load{namespace="shop"}) by ()'
     [global_rate] = catalogue.external_lookup("global_rate")
-    assert render_external(global_rate, namespace="shop", metric_matchers=[]) == "sum(global_rate{}) by ()"
+    assert external_promql(global_rate, namespace="shop") == "sum(global_rate{}) by ()"
     assert result_object_name(queue, {"queue": "orders"}) is None
     assert catalogue.external_lookup("nope") == ()
-    with pytest.raises(QueryError, match="external metric"):
-        render_custom(queue, namespace="shop", names=["x"], metric_matchers=[])
 
 
 def test_label_values_by_name_and_group_by_slice() -> None:
@@ -488,10 +485,10 @@ def test_label_values_by_name_and_group_by_slice() -> None:
     )
     catalogue = build_catalogue(config, {'m{pod!=""}': [{"__name__": "m", "pod": "a", "namespace": "b"}]})
     [binding] = catalogue.lookup("m", "pods")
-    assert render_custom(binding, namespace="ns", names=["b.1", "a"], metric_matchers=[]) == (
+    assert custom_promql(binding, namespace="ns", names=["b.1", "a"]) == (
         'sum(m{pod=~"a|b\\\\.1",namespace="ns"}) by (pod) # [pod]'
     )
-    assert render_custom(binding, namespace="ns", names=None, metric_matchers=[]) == (
+    assert custom_promql(binding, namespace="ns", names=None) == (
         'sum(m{pod=~".+",namespace="ns"}) by (pod) # [pod]'
     )
 
@@ -501,15 +498,15 @@ def test_query_errors() -> None:
     [binding] = build_catalogue(config, {'m{pod!=""}': [{"__name__": "m", "pod": "a", "namespace": "b"}]}).lookup(
         "m", "pods"
     )
-    assert render_custom(binding, namespace="b", names=None, metric_matchers=[]) == (
+    assert custom_promql(binding, namespace="b", names=None) == (
         'sum(m{namespace="b",pod!=""}) by (pod)'
     )
-    with pytest.raises(QueryError, match="no object names"):
-        render_custom(binding, namespace="b", names=[], metric_matchers=[])
-    with pytest.raises(QueryError, match="pods are namespaced: the request must name a namespace"):
-        render_custom(binding, namespace=None, names=["a"], metric_matchers=[])
-    with pytest.raises(QueryError, match="not valid PromQL"):
-        render_custom(binding, namespace="b", names=["a"], metric_matchers=["code="])
+    # A selector that selects nothing, and a namespaced resource asked at the root: no query, a 404 Status.
+    with pytest.raises(ApiError, match="could not find the metric m for pods") as nothing:
+        custom_promql(binding, namespace="b", names=[])
+    with pytest.raises(ApiError, match="could not find the metric m for pods") as rootless:
+        custom_promql(binding, namespace=None, names=["a"])
+    assert nothing.value.code == rootless.value.code == 404
 
 
 def lazy_series(count: int) -> Iterator[dict[str, str]]:
@@ -579,29 +576,33 @@ def _injection_bindings() -> tuple[Binding, Binding]:
 
 PLAIN, WITH_VALUES = _injection_bindings()
 texts = st.text(min_size=1, max_size=30)
+# What a metricLabelSelector can carry (Kubernetes label values): anything else is a 400 before any PromQL.
+label_values = st.from_regex(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,20}[A-Za-z0-9])?", fullmatch=True)
 metric_selector = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(["code", "le", "method"]), st.sampled_from(["=", "!="]), texts.map(lambda v: [v])),
+        st.tuples(st.sampled_from(["code", "le", "method"]), st.sampled_from(["=", "!="]),
+                  label_values.map(lambda v: [v])),
         st.tuples(
             st.sampled_from(["code", "route"]),
             st.sampled_from(["in", "notin"]),
-            st.lists(texts, min_size=1, max_size=3),
+            st.lists(label_values, min_size=1, max_size=3),
         ),
     ),
     max_size=3,
 )
 
 
-def _metric_matchers(selector: list[tuple[str, str, list[str]]]) -> tuple[list[str], list[tuple[str, str, str]]]:
-    rendered, expected = [], []
-    for label, op, values in selector:
+def _metric_matchers(selector: list[tuple[str, str, list[str]]]) -> tuple[str, list[tuple[str, str, str]]]:
+    """The metricLabelSelector, and the matchers it must become (the selector parser orders them by label)."""
+    written, expected = [], []
+    for label, op, values in sorted(selector, key=lambda requirement: requirement[0]):
         if op in ("=", "!="):
-            rendered.append(matcher(label, op, values[0]))
+            written.append(f"{label}{op}{values[0]}")
             expected.append((label, op, values[0]))
         else:
-            rendered.append(one_of(label, values, negate=op == "notin"))
+            written.append(f"{label} {op} ({','.join(values)})")
             expected.append(_one_of_expected(label, values, negate=op == "notin"))
-    return rendered, expected
+    return ",".join(written), expected
 
 
 def _one_of_expected(label: str, values: list[str], negate: bool = False) -> tuple[str, str, str]:
@@ -614,14 +615,14 @@ def _one_of_expected(label: str, values: list[str], negate: bool = False) -> tup
 @settings(max_examples=150, deadline=None)
 @given(names=st.lists(texts, min_size=1, max_size=4), namespace=texts, selector=metric_selector)
 def test_custom_query_injection(names: list[str], namespace: str, selector: list[tuple[str, str, list[str]]]) -> None:
-    metric_matchers, expected = _metric_matchers(selector)
+    metric_selector, expected = _metric_matchers(selector)
     expected += [("namespace", "=", namespace), _one_of_expected("pod", names)]
-    query = render_custom(PLAIN, namespace=namespace, names=names, metric_matchers=metric_matchers)
+    query = custom_promql(PLAIN, namespace=namespace, names=names, metric_selector=metric_selector)
     [selected] = selectors(query)
     assert selected.name == "m"
     assert matchers_of(selected) == expected
 
-    query = render_custom(WITH_VALUES, namespace=namespace, names=names, metric_matchers=metric_matchers)
+    query = custom_promql(WITH_VALUES, namespace=namespace, names=names, metric_selector=metric_selector)
     [selected] = selectors(query)
     found = matchers_of(selected)
     assert found[:-1] == expected
@@ -638,8 +639,8 @@ def test_external_query_injection(namespace: str, selector: list[tuple[str, str,
         rules_doc({"q": 'q{x!=""}', "resources": "{template: <<.Resource>>}"}, key="externalRules"), "r.yaml"
     )
     [binding] = build_catalogue(config, {'q{x!=""}': [{"__name__": "q", "namespace": "a"}]}).external_lookup("q")
-    metric_matchers, expected = _metric_matchers(selector)
-    [selected] = selectors(render_external(binding, namespace=namespace, metric_matchers=metric_matchers))
+    metric_selector, expected = _metric_matchers(selector)
+    [selected] = selectors(external_promql(binding, namespace=namespace, metric_selector=metric_selector))
     assert matchers_of(selected) == [*expected, ("namespace", "=", namespace)]
 
 
@@ -653,7 +654,7 @@ def test_escaped_names_select_exactly_those_objects_in_real_prometheus(tmp_path:
     [binding] = build_catalogue(config, {'m{pod!=""}': [{"__name__": "m", "pod": "a", "namespace": "b"}]}).lookup(
         "m", "pods"
     )
-    query = render_custom(binding, namespace="ns", names=names, metric_matchers=[])
+    query = custom_promql(binding, namespace="ns", names=names)
     assert_promql(tmp_path, series, query, [({"pod": n}, float(i)) for i, n in enumerate(names)])
-    single = render_custom(binding, namespace="ns", names=["e.f"], metric_matchers=[])
+    single = custom_promql(binding, namespace="ns", names=["e.f"])
     assert_promql(tmp_path, series, single, [({"pod": "e.f"}, 2.0)])

@@ -18,10 +18,10 @@ from adapter.rules import (
     build_catalogue,
     gpu_presets,
     parse_rules,
-    render_custom,
     result_object_name,
 )
 from adapter.rules.promql import quote
+from tests.support.queries import custom_promql
 from tests.test_rules_engine import assert_promql, matchers_of, selectors
 
 pytestmark = pytest.mark.unit
@@ -139,11 +139,10 @@ def test_catalogue_with_honor_labels() -> None:
     for name in PER_POD:
         [binding] = catalogue.lookup(name, "pods")
         assert (binding.series, binding.resource_label, binding.namespace_label) == (name, "pod", "namespace")
-    query = render_custom(
+    query = custom_promql(
         catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods")[0],
         namespace="default",
         names=["vision-api-6d9f8-abcde", "vision-api-6d9f8-fghij"],
-        metric_matchers=[],
     )
     assert query == (
         'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="default",pod=~"vision-api-6d9f8-abcde|vision-api-6d9f8-fghij"})'
@@ -164,7 +163,7 @@ def test_catalogue_with_exported_labels_keeps_both_rules_in_order() -> None:
         assert (honor.resource_label, honor.namespace_label) == ("pod", "namespace")
         assert (exported.resource_label, exported.namespace_label) == ("exported_pod", "exported_namespace")
     _, exported = catalogue.lookup("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "pods")
-    query = render_custom(exported, namespace="ml", names=["trainer-0"], metric_matchers=[])
+    query = custom_promql(exported, namespace="ml", names=["trainer-0"])
     assert query == (
         'avg by (exported_pod) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{exported_namespace="ml",exported_pod="trainer-0"})'
     )
@@ -183,7 +182,7 @@ def test_service_object_metric(honor_labels: bool) -> None:
     )
     assert catalogue.lookup("DCGM_FI_DEV_GPU_UTIL_AVG", "pods") == ()
     # The HPA asks in its own namespace; the exporter's Service is found by name wherever it runs.
-    query = render_custom(binding, namespace="default", names=["dcgm-exporter"], metric_matchers=[])
+    query = custom_promql(binding, namespace="default", names=["dcgm-exporter"])
     assert query == 'avg by (service) (DCGM_FI_DEV_GPU_UTIL{service="dcgm-exporter"})'
     [selected] = selectors(query)
     assert matchers_of(selected) == [("service", "=", "dcgm-exporter")]
@@ -209,14 +208,14 @@ def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path,
     bindings = catalogue.lookup("DCGM_FI_DEV_GPU_UTIL", "pods")
     names = ["vision-api-6d9f8-abcde", "vision-api-6d9f8-fghij"]
     binding = bindings[0] if honor_labels else bindings[1]
-    query = render_custom(binding, namespace="default", names=names, metric_matchers=[])
+    query = custom_promql(binding, namespace="default", names=names)
     label = binding.resource_label
     assert label is not None
     # Two GPUs at 50 % and 100 %: 75, not 150. The pod without GPUs has no sample (no invented value).
     assert_promql(tmp_path, _util_series(honor_labels), query, [({label: "vision-api-6d9f8-abcde"}, 75.0)])
     if not honor_labels:
         # The `pod`-label rule is asked first and has nothing for workload pods; the exported rule answers.
-        first = render_custom(bindings[0], namespace="default", names=names, metric_matchers=[])
+        first = custom_promql(bindings[0], namespace="default", names=names)
         assert_promql(tmp_path, _util_series(honor_labels), first, [])
 
 
@@ -224,7 +223,7 @@ def test_pod_value_is_the_average_of_its_gpus_in_real_prometheus(tmp_path: Path,
 @pytest.mark.parametrize("honor_labels", [True, False])
 def test_service_value_is_the_average_of_all_gpus_in_real_prometheus(tmp_path: Path, honor_labels: bool) -> None:
     [binding] = catalogue_for(dcgm_series(honor_labels=honor_labels)).lookup("DCGM_FI_DEV_GPU_UTIL_AVG", "service")
-    query = render_custom(binding, namespace="default", names=["dcgm-exporter"], metric_matchers=[])
+    query = custom_promql(binding, namespace="default", names=["dcgm-exporter"])
     assert_promql(tmp_path, _util_series(honor_labels), query, [({"service": "dcgm-exporter"}, 45.0)])
 
 
@@ -272,7 +271,7 @@ def test_shared_gpu_share_per_pod_in_real_prometheus(tmp_path: Path, honor_label
     bindings = catalogue_for([labels for labels, _ in series]).lookup(name, "pods")
     binding = bindings[0] if honor_labels else bindings[1]
     names = ["vision-api-6d9f8-abcde", "vision-api-6d9f8-fghij", "vision-api-6d9f8-klmno", "vision-api-6d9f8-gone"]
-    query = render_custom(binding, namespace="default", names=names, metric_matchers=[])
+    query = custom_promql(binding, namespace="default", names=names)
     label = binding.resource_label
     assert label is not None
     # the pod that no longer holds a share has no sample: no invented value

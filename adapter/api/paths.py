@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from adapter.api.status import ApiError, bad_request
 
@@ -15,10 +15,18 @@ class MetricPath:
     resource: str  # lowercased group-resource as sent, e.g. "pods", "deployments.apps"
     name: str  # "*" for a selector (wildcard) request
     metric: str  # case kept
+    namespace_metric: bool = field(default=False, compare=False)  # asked as namespaces/{ns}/metrics/{metric}
 
     @property
     def wildcard(self) -> bool:
         return self.name == "*"
+
+    @property
+    def route(self) -> str:
+        """The request's route in the self-metrics (``adapter.server.selfmetrics.ROUTES``)."""
+        if self.namespace_metric:
+            return "custom_namespace"
+        return "custom_selector" if self.wildcard else "custom_object"
 
 
 def _segments(rest: str) -> list[str]:
@@ -34,7 +42,7 @@ def parse_custom_path(rest: str) -> MetricPath | None:
         namespace, rest_parts = parts[1], parts[2:]
         if len(rest_parts) == 2 and rest_parts[0] == "metrics":
             # namespaces/{ns}/metrics/{metric}: a metric describing the Namespace object itself
-            return _checked(MetricPath(None, "namespaces", namespace, rest_parts[1]))
+            return _checked(MetricPath(None, "namespaces", namespace, rest_parts[1], namespace_metric=True))
         if len(rest_parts) != 3:
             raise invalid_path()
         if namespace == "*":

@@ -1,22 +1,37 @@
-"""May this user do this: SubjectAccessReview with the Go library's exemptions and 10 s decision cache."""
+"""May this user do this: SubjectAccessReview with the Go library's exemptions, decision cache and cache keys."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Protocol
 
-from adapter.auth.attributes import Attributes
-from adapter.auth.delegated import AccessResult
+from adapter.auth.attributes import Attributes, NonResourceAttributes
+from adapter.auth.delegated import AccessResult, access_review_spec
 from adapter.auth.identity import MASTERS, User
 from adapter.prometheus.coalescing import CoalescingCache
 
-DECISION_CACHE_TTL_S = 10.0  # Go: allow and deny both cached 10 s
-# k8s.io/apiserver plugin/pkg/authorizer/webhook/webhook.go keeps decisions in an LRUExpireCache(8192).
+DECISION_CACHE_TTL_S = 10.0  # Go: allow and deny both cached 10 s (pkg/server/options/authorization.go)
+# k8s.io/apiserver plugin/pkg/authorizer/webhook/webhook.go keeps decisions in an LRUExpireCache(8192), keyed by the
+# encoded review spec, and does not keep a decision whose requester-controlled attributes add up to 10,000
+# bytes or more (shouldCache, maxControlledAttrCacheSize): a caller cannot fill the cache with huge keys.
 DECISION_CACHE_ENTRIES = 8192
+MAX_CONTROLLED_ATTR_CACHE_SIZE = 10_000
 
 
 class AccessReviewer(Protocol):
-    async def review_access(self, user: User, attrs: Attributes) -> AccessResult: ...
+    async def review_access(self, spec: bytes) -> AccessResult:
+        """The decision for an encoded SubjectAccessReview spec (``access_review_spec``)."""
+        ...
+
+
+def should_cache(attrs: Attributes) -> bool:
+    """webhook.go's shouldCache: the requester-controlled attributes are small enough to key a kept decision."""
+    if isinstance(attrs, NonResourceAttributes):
+        size = len(attrs.verb) + len(attrs.path)
+    else:
+        size = sum(map(len, (attrs.namespace, attrs.verb, attrs.group, attrs.version, attrs.resource,
+                             attrs.subresource, attrs.name)))
+    return size < MAX_CONTROLLED_ATTR_CACHE_SIZE
 
 
 class Authorizer:
@@ -33,7 +48,9 @@ class Authorizer:
         """The decision and whether it was reused; raises DelegationUnavailable (callers fail closed)."""
         if self._always & set(user.groups):
             return AccessResult(True, "always allowed group"), False
+        spec = access_review_spec(user, attrs)  # encoded once: the decision's key and the review's body
         reviewer = self._reviewer
-        key = (user.cache_key(), attrs)
-        result, source = await self._cache.lookup(key, lambda: reviewer.review_access(user, attrs))
+        if not should_cache(attrs):
+            return await reviewer.review_access(spec), False
+        result, source = await self._cache.lookup(spec, lambda: reviewer.review_access(spec))
         return result, source != "miss"

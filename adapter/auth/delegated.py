@@ -1,20 +1,25 @@
 """The calls delegated auth makes to kube-apiserver: TokenReview, SubjectAccessReview, the front-proxy ConfigMap.
 
-The reviews are small JSON documents sent and read as such (adapter/kube/api.py), without the client's models.
-The REST layer is synchronous; every call runs in a worker thread so the event loop never blocks.
+The reviews are small JSON documents sent and read as such, without the client's models, over the adapter's one
+async HTTP stack (adapter/kube/asyncapi.py: aiohttp on the serving loop, no worker thread).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
 
 from adapter.auth.attributes import Attributes, ResourceAttributes
 from adapter.auth.identity import User
 from adapter.auth.requestheader import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from adapter.kube.api import KubeApi, KubeApiError, KubeClient, KubeError
+from adapter.kube.api import KubeApiError, KubeError
+from adapter.kube.asyncapi import AsyncKubeApi
+
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 REQUEST_TIMEOUT_S = 10.0  # the Go library's webhook client timeout
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -53,7 +58,10 @@ def token_result(review: dict[str, Any]) -> TokenResult:
                             tuple(str(g) for g in user.get("groups") or ()), extra))
 
 
-def access_review(user: User, attrs: Attributes) -> dict[str, Any]:
+def access_review_spec(user: User, attrs: Attributes) -> bytes:
+    """A SubjectAccessReview's ``spec``, encoded: what the review sends, and the key its decision is kept under, as
+    k8s.io/apiserver's webhook authorizer keys its cache by ``json.Marshal(r.Spec)``
+    (plugin/pkg/authorizer/webhook/webhook.go). Keys sorted, so one request always encodes the same."""
     spec: dict[str, Any] = {"user": user.name, "groups": list(user.groups)}
     if user.uid:
         spec["uid"] = user.uid
@@ -61,7 +69,12 @@ def access_review(user: User, attrs: Attributes) -> dict[str, Any]:
         spec["extra"] = {k: list(v) for k, v in user.extra.items()}
     key = "resourceAttributes" if isinstance(attrs, ResourceAttributes) else "nonResourceAttributes"
     spec[key] = attrs.sar()
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+    return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+
+
+def access_review(spec: bytes) -> bytes:
+    """The SubjectAccessReview document around an encoded ``spec`` (not encoded again)."""
+    return b'{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview","spec":' + spec + b"}"
 
 
 def access_result(review: dict[str, Any]) -> AccessResult:
@@ -71,30 +84,35 @@ def access_result(review: dict[str, Any]) -> AccessResult:
 
 
 class KubeDelegate:
-    def __init__(self, client: KubeClient) -> None:
-        self._api = KubeApi(client, REQUEST_TIMEOUT_S)
+    def __init__(self, configuration: Configuration) -> None:
+        self._api = AsyncKubeApi(configuration, REQUEST_TIMEOUT_S)
 
     async def review_token(self, token: str) -> TokenResult:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
-        return token_result(await self._call(self._api.post_json, TOKEN_REVIEWS, body, what="TokenReview"))
+        body = orjson.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
+        return token_result(await _answer(self._api.post_json(TOKEN_REVIEWS, body), "TokenReview"))
 
-    async def review_access(self, user: User, attrs: Attributes) -> AccessResult:
-        review = await self._call(self._api.post_json, ACCESS_REVIEWS, access_review(user, attrs),
-                                  what="SubjectAccessReview")
+    async def review_access(self, spec: bytes) -> AccessResult:
+        """``spec`` from ``access_review_spec``."""
+        review = await _answer(self._api.post_json(ACCESS_REVIEWS, access_review(spec)), "SubjectAccessReview")
         return access_result(review)
 
     async def extension_configmap(self) -> dict[str, str]:
         path = f"/api/v1/namespaces/{CONFIGMAP_NAMESPACE}/configmaps/{CONFIGMAP_NAME}"
-        cm = await self._call(self._api.get_json, path, what=f"configmap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}")
+        cm = await _answer(self._api.get_json(path), f"configmap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}")
         return {str(k): str(v) for k, v in _mapping(cm.get("data")).items()}
 
-    @staticmethod
-    async def _call(fn: Callable[..., T], *args: Any, what: str) -> T:
-        try:
-            return await asyncio.to_thread(fn, *args)
-        except KubeApiError as exc:
-            raise DelegationUnavailable(f"{what}: kube-apiserver answered {exc.code} {exc.reason}".rstrip()) from None
-        except KubeError as exc:  # refused, reset, timed out, bad TLS, not JSON
-            raise DelegationUnavailable(f"{what}: {exc}") from None
-        except Exception as exc:  # anything else the REST layer raises: still no answer, still fail closed
-            raise DelegationUnavailable(f"{what}: {exc.__class__.__name__}: {exc}") from None
+    async def aclose(self) -> None:
+        await self._api.aclose()
+
+
+async def _answer(call: Awaitable[T], what: str) -> T:
+    """The call's answer; no answer (an error status, refused, reset, timed out, not JSON) is
+    ``DelegationUnavailable``, and the request fails closed."""
+    try:
+        return await call
+    except KubeApiError as exc:
+        raise DelegationUnavailable(f"{what}: kube-apiserver answered {exc.code} {exc.reason}".rstrip()) from None
+    except KubeError as exc:
+        raise DelegationUnavailable(f"{what}: {exc}") from None
+    except Exception as exc:  # anything else the HTTP layer raises: still no answer, still fail closed
+        raise DelegationUnavailable(f"{what}: {exc.__class__.__name__}: {exc}") from None

@@ -24,9 +24,6 @@ class User:
             return self
         return User(self.name, self.uid, (*self.groups, AUTHENTICATED), self.extra)
 
-    def cache_key(self) -> tuple:
-        return (self.name, self.uid, self.groups, tuple(sorted((k, tuple(v)) for k, v in self.extra.items())))
-
 
 def anonymous() -> User:
     return User(ANONYMOUS, groups=(UNAUTHENTICATED,))

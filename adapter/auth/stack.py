@@ -84,7 +84,7 @@ class AuthStack:
             raise AuthSetupError(
                 "authentication and authorisation are delegated to kube-apiserver, and there is no Kubernetes API: "
                 "run in a pod, pass --kubeconfig, or pass --disable-auth for local use")
-        delegate = KubeDelegate(api_client)
+        delegate = self.delegate = KubeDelegate(api_client.configuration)
         fixed = fixed_client_cas(options)
         self._ssl: ssl.SSLContext | None = None
         self.source = ClientCASource(fixed, None if options.skip_lookup else delegate,
@@ -117,12 +117,15 @@ class AuthStack:
             await self.source.load()
         except ConfigError as exc:
             raise AuthSetupError(str(exc)) from None
+        finally:
+            await self.delegate.aclose()  # its connections belong to this loop; serving opens its own
 
     async def start(self) -> None:
         self.source.start()
 
     async def stop(self) -> None:
         await self.source.stop()
+        await self.delegate.aclose()
 
 
 def add_client_cas(ctx: ssl.SSLContext, pem: bytes) -> None:

@@ -24,12 +24,13 @@ from adapter.provider.engine import Engine
 from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
 from adapter.rules.resources import BUILTIN
 from adapter.rules.source import RulesSource
-from adapter.server.app import AdapterState, create_app
+from adapter.server.app import create_app
 from adapter.server.certreload import ServingCertificate
 from adapter.server.certs import self_signed
 from adapter.server.lifecycle import GracefulServer, Lifecycle
 from adapter.server.lifecycle import run as run_until_stopped
 from adapter.server.logs import FORMATS, configure_logging
+from adapter.server.parts import AdapterState
 from adapter.server.selfmetrics import AdapterMetrics
 from adapter.server.serving import listening_socket, server_context, uvicorn_config
 
@@ -104,14 +105,10 @@ def build(options: Options) -> Adapter:
     api_client = load_api_client(o.kubeconfig)
     resources = _resource_discovery(api_client, values.duration_or_zero(o.discovery_interval, "--discovery-interval"))
     rules = RulesSource.load(o.config, interval_s=reload_interval, table=resources.table if resources else BUILTIN)
-    if resources is not None:
-        resources.on_change = lambda table: rules.use_table(table) and None
     client = PrometheusClient(prom)
     metrics = AdapterMetrics()
     cache = QueryCache(client, ttl_s=cache_ttl, observe=metrics.observe_query)
     discovery = Discovery(client, rules, interval_s=relist, max_age_s=max_age)
-    discovery.after_relist(lambda: cache.refresh_freshness(discovery.scrape_intervals))
-    rules.on_change(lambda _: discovery.request_relist())
     resolver = object_resolver(api_client, o.standalone_objects)
     auth = None
     if o.disable_auth:
@@ -127,19 +124,6 @@ def build(options: Options) -> Adapter:
         asyncio.run(auth.load())
     engine = Engine(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age),
                     discovery.waiting_reason)
-    metrics.watch_discovery(discovery)
-    metrics.watch_query_cache(cache)
-    metrics.watch_rules(rules)
-    metrics.watch_several_series(engine.series_conflicts)
-    state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
-                         metrics=metrics, rules=rules, auth=auth, lifecycle=Lifecycle(shutdown))
-    metrics.watch_lifecycle(state.lifecycle)
-    if resources is not None:
-        state.background.append(resources)
-    if api_client is not None:  # the Kubernetes API's watch caches
-        kube: Any = resolver
-        metrics.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})
-        state.on_shutdown.append(kube.close)
     if o.tls_cert_file and o.tls_private_key_file:
         cert, key = o.tls_cert_file, o.tls_private_key_file
     else:  # only once every other setting has been accepted: a refused start writes nothing
@@ -147,13 +131,13 @@ def build(options: Options) -> Adapter:
         log.info("serving with a self-signed certificate from %s", o.cert_dir)
     serving = ServingCertificate(cert, key, lambda c, k: server_context(c, k, None,
                                                                         request_client_certs=auth is not None, tls=tls))
-    if auth is not None:
-        serving.configure(auth.attach_tls)
-    metrics.watch_serving_certificate(serving)
+    state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
+                         metrics=metrics, lifecycle=Lifecycle(shutdown), rules=rules, cache=cache, auth=auth,
+                         serving=serving, resources=resources,
+                         kube=resolver if api_client is not None else None)  # type: ignore[arg-type]
     if keda_options is not None:
-        scaler = keda_scaler(o, keda_options, state, cert, key)
-        state.background.append(scaler)
-        state.lifecycle.on_drain(scaler.drain)
+        state.scaler = keda_scaler(o, keda_options, state, cert, key)
+    state.connect()  # what triggers what: AdapterState.triggers
     return Adapter(state, serving.listening)
 
 
@@ -239,7 +223,7 @@ def _resource_discovery(api_client: object | None, interval_s: float) -> Any:
     from adapter.kube.api import KubeApi, KubeError
     from adapter.kube.restmapper import ResourceDiscovery
 
-    resources = ResourceDiscovery(KubeApi(api_client), interval_s, on_change=lambda _: None)  # type: ignore[arg-type]
+    resources = ResourceDiscovery(KubeApi(api_client), interval_s)  # type: ignore[arg-type]
     try:
         resources.refresh()
     except KubeError as exc:

@@ -62,6 +62,18 @@ def collection_path(group: str, version: str, resource: str) -> str:
 USER_AGENT = "gpu-adapter (kubernetes-client-python)"
 
 
+def request_headers(configuration: Configuration, *, accept: str = JSON, body: bool = False) -> dict[str, str]:
+    """A request's headers; the bearer token read through ``get_api_key_with_prefix``, which runs the loaders'
+    refresh hook (a rotated service-account token, an exec plugin) first."""
+    headers = {"Accept": accept, "User-Agent": USER_AGENT}
+    if body:
+        headers["Content-Type"] = JSON
+    token = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    if token:
+        headers["Authorization"] = token
+    return headers
+
+
 class KubeClient:
     """One API server connection pool: a ``Configuration`` (kubeconfig or in-cluster) and the client's REST layer.
 
@@ -88,12 +100,7 @@ class KubeClient:
                 timeout: Timeout) -> urllib3.BaseHTTPResponse:
         """Send one request; the unread response whatever its status. Transport failures are ``KubeTransportError``."""
         url = self.host + path + (f"?{urlencode(list(query))}" if query else "")
-        headers = {"Accept": accept, "User-Agent": USER_AGENT}
-        if body is not None:
-            headers["Content-Type"] = JSON
-        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:
-            headers["authorization"] = token
+        headers = request_headers(self.configuration, accept=accept, body=body is not None)
         try:
             return self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout).response
         except self._rest_error as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions

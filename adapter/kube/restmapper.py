@@ -49,15 +49,19 @@ def discover(api: KubeApi) -> ResourceTable:
 
 
 class ResourceDiscovery:
-    """Keeps ``table`` in step with the API's discovery; calls ``on_change(table)`` after it changes."""
+    """Keeps ``table`` in step with the API's discovery; tells its listeners the new table after it changes."""
 
-    def __init__(self, api: KubeApi, interval_s: float, on_change: Callable[[ResourceTable], None]) -> None:
+    def __init__(self, api: KubeApi, interval_s: float) -> None:
         self.api = api
         self.interval_s = interval_s
-        self.on_change = on_change
+        self._listeners: list[Callable[[ResourceTable], object]] = []
         self.table = BUILTIN  # until the first refresh
         self.failures_total = 0
         self._task = BackgroundTask("api-discovery")
+
+    def on_change(self, listener: Callable[[ResourceTable], object]) -> None:
+        """Call ``listener(table)`` after each change (e.g. to parse the rules again with the new resources)."""
+        self._listeners.append(listener)
 
     def refresh(self) -> bool:
         """Read discovery; True when its table differs from the one in force (then ``table`` is the new one)."""
@@ -86,4 +90,5 @@ class ResourceDiscovery:
             return
         if changed:
             log.info("API resources changed (%d known): re-reading the rules", len(self.table.kinds))
-            self.on_change(self.table)
+            for listener in self._listeners:
+                listener(self.table)

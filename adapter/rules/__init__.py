@@ -5,7 +5,7 @@ from adapter.rules.config import DiscoveryRule, MissingValue, RulesConfig
 from adapter.rules.errors import QueryError, RulesError
 from adapter.rules.loader import load_rules, parse_rules
 from adapter.rules.presets import GPU_PRESETS_YAML, gpu_presets
-from adapter.rules.query import render_custom, render_external, result_object_name
+from adapter.rules.query import result_object_name
 from adapter.rules.resources import (
     GroupResource,
     ResourceError,
@@ -35,7 +35,5 @@ __all__ = [
     "load_rules",
     "normalise_resource",
     "parse_rules",
-    "render_custom",
-    "render_external",
     "result_object_name",
 ]

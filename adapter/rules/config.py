@@ -23,7 +23,7 @@ from adapter.rules.freshness import lookback_s
 from adapter.rules.mapping import RESOURCE_TEMPLATE_FIELDS, ResourceMapping
 from adapter.rules.naming import ANY_NAME, NameMapping, SeriesFilter, compile_regexp, default_as
 from adapter.rules.promql import PromQLError, check_label_name
-from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_query
+from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, render_checked
 from adapter.rules.resource_rules import ResourceRules, parse_resource_rules
 from adapter.rules.resources import BUILTIN, GroupResource, ResourceError, ResourceTable
 from adapter.rules.samples import sample_args
@@ -216,7 +216,7 @@ class _Parser:
         rendered = []
         for case, args in cases:
             try:
-                rendered.append(render_query(rule.metrics_query, args))
+                rendered.append(render_checked(rule.metrics_query, args))
             except QueryError as exc:
                 reason = f"renders invalid PromQL for {case}: {exc}"
                 hint = hints.template_hint(rule.metrics_query.source, ("Series", "LabelMatchers", "GroupBy"))

@@ -5,7 +5,7 @@ namespace matcher, then (custom metrics) the object matcher, ``="name"`` for one
 ``=~"a|b"`` for several. ``.LabelValuesByName`` holds the same parts by label, in the same order (a later part
 replacing an earlier one on the same label): the selector's values joined by ``|``, the namespace, the object
 names joined by ``|``; each value regex-escaped and string-escaped, ready for ``label=~"<<.LabelValuesByName.label>>"``.
-Every rendered query is parsed before it is returned.
+The providers render them (``adapter.provider.custom``/``external``); the rules' load-time check parses each shape.
 """
 
 from __future__ import annotations
@@ -15,19 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from adapter.rules.catalogue import Binding
 from adapter.rules.errors import QueryError
 from adapter.rules.promql import PromQLError, matcher, one_of
-from adapter.rules.queryargs import QueryArgs, regex_values, render_query
-
-
-def render_custom(
-    binding: Binding, *, namespace: str | None, names: Sequence[str] | None, metric_matchers: Sequence[str],
-    metric_values: Iterable[tuple[str, str]] = (),
-) -> str:
-    """The query for ``names`` (objects of ``binding.group_resource``) in ``namespace`` (see ``custom_args``)."""
-    # .LabelValuesByName repeats the object alternation: build it only for a template that reads it.
-    with_values = "LabelValuesByName" in binding.rule.metrics_query.fields
-    args = custom_args(binding, namespace=namespace, names=names, metric_matchers=metric_matchers,
-                       metric_values=metric_values, with_values=with_values)
-    return render_query(binding.rule.metrics_query, args)
+from adapter.rules.queryargs import QueryArgs, regex_values
 
 
 def custom_args(
@@ -65,13 +53,6 @@ def custom_args(
     if with_values:
         values[label] = regex_values(names) if names is not None else ".+"
     return QueryArgs(binding.series, tuple(matchers), (label, *extra_group_by), values)
-
-
-def render_external(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],
-                    metric_values: Iterable[tuple[str, str]] = ()) -> str:
-    """The query for an external metric (see ``external_args``)."""
-    args = external_args(binding, namespace=namespace, metric_matchers=metric_matchers, metric_values=metric_values)
-    return render_query(binding.rule.metrics_query, args)
 
 
 def external_args(binding: Binding, *, namespace: str | None, metric_matchers: Sequence[str],

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from adapter.rules.promql import quote, regex_alternation
-from adapter.rules.shape import check_rendered
+from adapter.rules.shape import check_query
 from adapter.rules.template import FieldKind, Template, Value
 
 QUERY_TEMPLATE_FIELDS: Mapping[str, FieldKind] = {
@@ -39,9 +39,16 @@ class QueryArgs:
 
 
 def render_query(template: Template, args: QueryArgs) -> str:
-    """Render and check that the result is PromQL (``QueryError`` otherwise)."""
-    query = template.render(args.template_data())
-    check_rendered(query)
+    """A request's query. It is not parsed again here: the template language has no conditionals, a request's
+    values enter it only escaped (quoted matchers, regex alternations inside quotes, label names from the rules),
+    and ``render_checked`` parsed the rendering of every shape a request can take when the rules were loaded."""
+    return template.render(args.template_data())
+
+
+def render_checked(template: Template, args: QueryArgs) -> str:
+    """Render and check that the result is PromQL (``QueryError`` otherwise): for the load-time checks."""
+    query = render_query(template, args)
+    check_query(query)
     return query
 
 

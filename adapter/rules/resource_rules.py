@@ -20,6 +20,7 @@ from adapter.rules.mapping import ResourceMapping
 from adapter.rules.promql import PromQLError, matcher, one_of
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs, regex_values, render_query
 from adapter.rules.resources import GroupResource
+from adapter.rules.shape import check_query
 from adapter.rules.template import Template
 from clikit.durations import DurationError, parse_prometheus_duration
 
@@ -147,11 +148,17 @@ def _rule(raw: object, where: str, parser: _ParserLike) -> ResourceQuery:
         if rule.resources.label_for_resource(gr) is None:
             raise parser.fail(f"{where}.resources", f"must name a label for {gr.resource} (an override or template)")
     rendered = {}
+    # Every shape a request renders, parsed once here (requests render without parsing again: render_query).
     for field, render in (("containerQuery", lambda: rule.render_pods("ns", ["a", "b"])),
+                          ("containerQuery", lambda: rule.render_pods("ns", ["a"])),
                           ("containerQuery", lambda: rule.render_pods(None, None)),
-                          ("nodeQuery", lambda: rule.render_nodes(["n1", "n2"]))):
+                          ("nodeQuery", lambda: rule.render_nodes(["n1"])),
+                          ("nodeQuery", lambda: rule.render_nodes(["n1", "n2"])),
+                          ("nodeQuery", lambda: rule.render_nodes(None))):
         try:
-            rendered[field] = render()
+            query = render()
+            check_query(query)
+            rendered.setdefault(field, query)
         except QueryError as exc:
             raise parser.fail(f"{where}.{field}", f"renders invalid PromQL: {exc}") from None
     return replace(rule, container_reach=Reach.of(rendered["containerQuery"]),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import promql_parser
 
 from adapter.rules.errors import QueryError
@@ -17,16 +15,6 @@ def check_query(query: str) -> promql_parser.Expr:
         return promql_parser.parse(query)
     except ValueError as exc:
         raise QueryError(f"not valid PromQL ({exc}): {query}") from None
-
-
-@lru_cache(maxsize=512)
-def check_rendered(query: str) -> None:
-    """``check_query`` for a rendered query, remembering the last 512 that parsed (failures are not kept).
-
-    HPAs ask the same queries every sync, and parsing one with a long pod regex costs milliseconds (the parser
-    compiles the regex); an identical string parsed before needs no second parse.
-    """
-    check_query(query)
 
 
 def check_series_selector(selector: str) -> promql_parser.VectorSelector:

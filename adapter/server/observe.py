@@ -24,7 +24,9 @@ _HEALTH = frozenset({"/healthz", "/livez", "/readyz"})
 
 
 def route_of(path: str) -> str:
-    """One of ``selfmetrics.ROUTES`` for a request path: a small fixed set, never the path itself."""
+    """One of ``selfmetrics.ROUTES`` for a request path: a small fixed set, never the path itself. The metric routes
+    name their route themselves once they have parsed the path (``request.state.route``); this reads the path only for
+    the requests that ended before a route did (refused by authentication or the drain, no such route)."""
     if path in _HEALTH:
         return "health"
     if path == "/metrics":
@@ -45,16 +47,16 @@ def route_of(path: str) -> str:
         metric = parse_custom_path(rest)
     except ApiError:
         return "other"
-    if metric is None:
-        return "discovery"
-    if metric.resource == "namespaces" and parts[3] == "namespaces" and parts[5:6] == ["metrics"]:
-        return "custom_namespace"
-    return "custom_selector" if metric.wildcard else "custom_object"
+    return metric.route if metric is not None else "discovery"
+
+
+def _state(scope: Scope) -> dict[str, Any]:
+    state = scope.get("state")
+    return state if isinstance(state, dict) else {}
 
 
 def _user(scope: Scope) -> str | None:
-    state = scope.get("state")
-    user: Any = state.get("user") if isinstance(state, dict) else None
+    user: Any = _state(scope).get("user")
     if user is None:
         return None
     return user if isinstance(user, str) else str(getattr(user, "name", user))
@@ -83,7 +85,7 @@ class ObserveRequests:
         finally:
             seconds = time.perf_counter() - started
             path = scope.get("path", "")
-            route = route_of(path)
+            route = _state(scope).get("route") or route_of(path)
             self.metrics.observe_request(route, code, seconds)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info("request", extra={

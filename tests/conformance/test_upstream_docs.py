@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.rules import parse_rules, render_custom, render_external
+from adapter.rules import parse_rules
 from tests.conformance.upstream import (
     UpstreamCase,
     catalogue_for,
     listed,
     one_binding,
     params,
-    selector_parts,
     series,
 )
+from tests.support.queries import custom_promql, external_promql
 
 pytestmark = pytest.mark.unit
 
@@ -227,7 +227,7 @@ def test_documented_custom_rules(case: UpstreamCase) -> None:
         assert d["lists"] <= listed(catalogue)
     if "query" in d:
         binding = one_binding(catalogue, d["metric"], d["resource"])
-        assert render_custom(binding, namespace=d["namespace"], names=d["names"], metric_matchers=[]) == d["query"]
+        assert custom_promql(binding, namespace=d["namespace"], names=d["names"]) == d["query"]
 
 
 EXTERNAL = [
@@ -257,10 +257,7 @@ def test_documented_external_rules(case: UpstreamCase) -> None:
     found = [series(d["metric"], name="q", topic="t")]
     catalogue = catalogue_for(config, {q: found if d["metric"] in q else [] for q in config.series_queries()})
     [binding] = catalogue.external_lookup(d["metric"])
-    matchers, values = selector_parts(d["selector"])
-    query = render_external(binding, namespace=d["namespace"] if binding.namespaced else None,
-                            metric_matchers=matchers, metric_values=values)
-    assert query == d["query"]
+    assert external_promql(binding, namespace=d["namespace"], metric_selector=d["selector"]) == d["query"]
 
 
 @pytest.mark.parametrize("case", params([UpstreamCase(DEPLOY_CONFIG, "adapter-config (resourceRules only)")]))
