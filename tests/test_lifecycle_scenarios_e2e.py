@@ -51,7 +51,8 @@ def test_sigkill_fails_only_what_the_replica_had_or_was_sent_and_every_next_sync
 
 def test_after_the_exporter_is_back_no_pod_is_missing_longer_than_one_scrape_interval(running: Cluster) -> None:
     report = restart_exporter(running)
-    assert report.failed == [], report.summary()
+    # Only the stale window's 404s (all of a workload's pods on the restarted node: no value, as the truth is).
+    assert report.notes["HPA requests failed otherwise"] == 0, report.summary()
     assert report.notes["pods missing, as the adapter answered (s)"] > 0  # the restart was seen at all
     # One scrape interval, plus the scrape and the query themselves.
     assert report.notes["latest missing pod after the exporter was back (s)"] <= SETTINGS.scrape_interval_s + 0.5, \

@@ -492,11 +492,18 @@ def restart_exporter(c: Cluster) -> Report:
     seen_missing = [a.started for a in observer.asked
                     if a.status == 404 or (a.status == 200 and (a.pods or 0) < expected)]
     fleet_missing = [a for a in report.asked if a.hpa in affected and a.ok and (a.pods or 0) < expected]
+    # While the node's series are stale (the exporter down, then until its next scrape), an HPA whose pods all live
+    # there gets 404: no value is the truth, never a made-up one. Any other failure, or a 404 later than one scrape
+    # interval after the exporter is back, breaks the goal.
+    window_end = back_at + c.settings.scrape_interval_s + 0.5
+    stale_404 = [a for a in report.failed if a.hpa in affected and a.status == 404 and a.started <= window_end]
     report.notes.update({
         "exporter down (s)": back_at - stopped_at, "exporter start (s)": start_s,
         "pods missing, as the adapter answered (s)": (max(seen_missing) - min(seen_missing)) if seen_missing else 0.0,
         "latest missing pod after the exporter was back (s)": max((t - back_at for t in seen_missing), default=0.0),
         "HPA requests that saw a pod missing": len(fleet_missing),
+        "HPA requests answered 404 while the node's series were stale": len(stale_404),
+        "HPA requests failed otherwise": len(report.failed) - len(stale_404),
         "observer errors": len([a for a in observer.asked if a.status not in (200, 404)]),
         "scrape interval (s)": c.settings.scrape_interval_s})
     return report
