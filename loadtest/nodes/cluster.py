@@ -17,7 +17,7 @@ model on the caller's clock (seconds; call :meth:`Cluster.step` with a time that
   deleted. Victims here are pause placeholders: they stop at once, so the preemptor binds in the same step.
 * **Images** (kubelet): the first pod of an image on a node pulls it (``image_pull_s`` for the workload's image,
   nothing for others: a pause image is a few hundred kB); later pods there find it cached. A pod runs once its
-  image is present; it is ready once its model has loaded (``model_load_s`` after it runs) or, in the demo, when
+  image is present; it is ready once its model has loaded (``ready_after_s`` after it runs) or, in the demo, when
   its replica process answers ``/healthz`` (:meth:`Cluster.mark_ready`).
 * **ReplicaSets** keep their pods' count: a deleted or preempted pod is replaced by a new one; a scale-down deletes
   pods in the controller's order (``controller.ActivePods``: unscheduled before scheduled, Pending before
@@ -41,14 +41,14 @@ __all__ = ["Cluster", "Node", "Pod", "PodTemplate", "ReplicaSet"]
 
 @dataclass(frozen=True)
 class PodTemplate:
-    """What one pod of a workload asks for. ``model_load`` False: readiness is reported from outside
-    (:meth:`Cluster.mark_ready`), not modelled."""
+    """What one pod of a workload asks for. ``ready_after_s``: from running to ready (its model load; 0 for a pause
+    placeholder); ``None``: readiness is reported from outside (:meth:`Cluster.mark_ready`)."""
 
     gpus: int = 1
     priority: int = 0
     preempt_never: bool = False
     image: str = "inference"
-    model_load: bool = True
+    ready_after_s: float | None = None
 
 
 @dataclass
@@ -62,6 +62,7 @@ class Node:
     gpus_at: float
     deleted_at: float | None = None
     deleting: bool = False
+    warm: bool = False  # up before the run started
     images: dict[str, float] = field(default_factory=dict)  # image -> when it is present
     last_pod_event: float = 0.0
 
@@ -125,8 +126,8 @@ class ReplicaSet:
 
 
 class Cluster:
-    def __init__(self, timings: NodeTimings = NodeTimings(), *, workload_image: str = "inference") -> None:
-        self.timings = timings
+    def __init__(self, timings: NodeTimings | None = None, *, workload_image: str = "inference") -> None:
+        self.timings = timings = timings or NodeTimings()
         self.pull_s: Mapping[str, float] = {workload_image: timings.image_pull_s}
         self.nodes: dict[str, Node] = {}
         self.pods: dict[str, Pod] = {}
@@ -142,7 +143,7 @@ class Cluster:
         t = self.timings
         name = f"{instance.name}-{next(self._node_ids)}"
         if ready:
-            node = Node(name, instance, owner, now, now, now, now, images=dict.fromkeys(images, now),
+            node = Node(name, instance, owner, now, now, now, now, warm=True, images=dict.fromkeys(images, now),
                         last_pod_event=now)
         else:
             registered = now + t.launch_s
@@ -229,8 +230,9 @@ class Cluster:
         bound = self._schedule(now)
         self._reconcile(now)  # preempted pods are replaced at once; their replacements wait for the next step
         for pod in self.pods.values():
-            if pod.alive() and pod.running_at is not None and pod.ready_at is None and pod.template.model_load:
-                pod.ready_at = pod.running_at + self.timings.model_load_s
+            after = pod.template.ready_after_s
+            if pod.alive() and pod.running_at is not None and pod.ready_at is None and after is not None:
+                pod.ready_at = pod.running_at + after
         return bound
 
     def _schedule(self, now: float) -> list[Pod]:

@@ -78,6 +78,12 @@ class ClusterAutoscaler:
             self.scale_down(cluster, now)
         return added
 
+    def warm_nodes(self, cluster: Cluster, pods: list[Pod], now: float, images: tuple[str, ...]) -> list[Node]:
+        """Nodes that are up already for ``pods``: of the first group that fits them."""
+        group = next(g for g in self.groups if all(p.gpus <= g.instance.gpus for p in pods))
+        return [cluster.add_node(group.instance, now, self.owner(group), ready=True, images=images)
+                for _ in range(self._binpack(pods, group.instance.gpus))]
+
     # -- scale-up -------------------------------------------------------------------------------------------------
     def _capacity(self, node: Node, now: float) -> int:
         """The GPUs the simulation counts ``node`` at."""

@@ -111,6 +111,11 @@ class Karpenter:
             self.launches.append((now, instance.name, len(claim.pods)))
         return nodes
 
+    def warm_nodes(self, cluster: Cluster, pods: list[Pod], now: float, images: tuple[str, ...]) -> list[Node]:
+        """Nodes that are up already for ``pods``, as this NodePool would have launched them."""
+        return [cluster.add_node(self.pool.cheapest(c.options), now, self.name, ready=True, images=images)
+                for c in self.schedule(cluster, pods)]
+
     def schedule(self, cluster: Cluster, pods: list[Pod]) -> list[NodeClaim]:
         """The NodeClaims ``pods`` need beyond the existing and in-flight nodes (the round's simulation)."""
         existing = sorted((n for n in cluster.live_nodes(cluster.now) if not n.deleting),

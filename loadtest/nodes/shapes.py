@@ -85,7 +85,7 @@ def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceT
     spec = pool.get("spec") or {}
     template = (spec.get("template") or {}).get("spec") or {}
     families, types, min_gpus = [], [], 1
-    for i, req in enumerate(template.get("requirements") or ()):
+    for req in template.get("requirements") or ():
         key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or ()]
         if key == "karpenter.k8s.aws/instance-family" and op == "In":
             families += values
@@ -125,7 +125,8 @@ def _pool(where: str, name: str, families: list[str], types: list[str], min_gpus
         try:
             gpu_limit = int(str(limit))
         except ValueError:
-            raise ShapeError(f"{where}: limits.nvidia.com/gpu: expected a whole number of GPUs, got {limit!r}") from None
+            raise ShapeError(f"{where}: limits.nvidia.com/gpu: expected a whole number of GPUs, got {limit!r}"
+                             ) from None
     if policy not in (None, "WhenEmpty", "WhenEmptyOrUnderutilized"):
         raise ShapeError(f"{where}: disruption.consolidationPolicy: {policy!r} is not WhenEmpty or "
                          "WhenEmptyOrUnderutilized")

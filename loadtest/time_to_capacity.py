@@ -1,0 +1,143 @@
+"""Time to capacity: for each surge of the load, how long from its start until every replica the HPA asked for
+serves, and what that time was spent on (pure; times in the run's seconds since the load started).
+
+A surge starts where the load starts to rise and lasts until it starts to fall. Its **time to capacity** ends at
+the first moment after the surge's last scale-up decision when the ready replicas reach the most the HPA asked for
+in it (``None`` when that never happened before the load fell). The time is split into four **phases** that add up
+to it: at each moment the slowest thing still outstanding is charged:
+
+* ``node``: some replica asked for waits unscheduled for a GPU (a node is being provisioned, or none can be);
+* ``image``: some replica is bound and its image is being pulled;
+* ``model``: some replica runs and loads its model (not ready yet);
+* ``decision``: no replica asked for is on its way: the HPA has not (yet) asked for the replicas the load needs.
+
+Per surge also: the workload pods' **pending pod-seconds** in it, the **requests failed** (errors and drops)
+and **queued** (answered after waiting in a replica's queue: more than twice the service time) from its start to
+capacity, and the **nodes launched** in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from loadtest.profile import Profile
+from loadtest.timeline import SyncRecord, TimelineRow
+
+__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "measure", "surges"]
+
+PHASES = ("decision", "node", "image", "model")
+
+
+@dataclass(frozen=True)
+class Surge:
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class PodSpan:
+    """A workload pod's life: created, bound to a node, running (image present), ready (model loaded), deleted."""
+
+    created: float
+    bound: float | None = None
+    running: float | None = None
+    ready: float | None = None
+    deleted: float | None = None
+
+    def state(self, t: float) -> str | None:
+        """``node``, ``image``, ``model``, ``ready``, or ``None`` when the pod does not exist at ``t``."""
+        if t < self.created or (self.deleted is not None and t >= self.deleted):
+            return None
+        if self.bound is None or t < self.bound:
+            return "node"
+        if self.running is None or t < self.running:
+            return "image"
+        if self.ready is None or t < self.ready:
+            return "model"
+        return "ready"
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    surge: int
+    load_step_s: float
+    first_decision_s: float | None
+    time_to_capacity_s: float | None
+    replicas_before: int | None
+    replicas_asked: int | None
+    phases_s: dict[str, float]
+    pending_pod_seconds: float
+    requests_failed: int
+    requests_queued: int
+    nodes_launched: int
+
+    def to_json(self, time_scale: float = 1.0) -> dict[str, Any]:
+        """Seconds multiplied by ``time_scale`` (the real-time equivalents of a compressed run)."""
+        doc = asdict(self)
+        for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "pending_pod_seconds"):
+            doc[key] = None if doc[key] is None else round(doc[key] * time_scale, 1)
+        doc["phases_s"] = {k: round(v * time_scale, 1) for k, v in self.phases_s.items()}
+        return doc
+
+
+def surges(profile: Profile) -> list[Surge]:
+    """Each rise of the load: from the start of a rising segment to the start of the next falling one."""
+    found: list[Surge] = []
+    start = None
+    for at, segment in zip(profile.starts(), profile.segments, strict=True):
+        if segment.end_rate > segment.start_rate and start is None:
+            start = at
+        elif segment.end_rate < segment.start_rate and start is not None:
+            found.append(Surge(start, at))
+            start = None
+    if start is not None:
+        found.append(Surge(start, profile.duration))
+    return found
+
+
+def _desired_at(syncs: Sequence[SyncRecord], t: float, initial: int) -> int:
+    desired = initial
+    for sync in syncs:
+        if sync.t > t:
+            break
+        desired = sync.desired
+    return desired
+
+
+def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequence[PodSpan],
+            rows: Sequence[TimelineRow], launches: Sequence[float], *, service_s: float, step_s: float = 0.05,
+            ) -> ScaleUp:
+    """The figures of one surge; ``launches`` are the times nodes were requested."""
+    ups = [s for s in syncs if surge.start <= s.t < surge.end and s.direction > 0]
+    before = next((s.current for s in reversed(syncs) if s.t < surge.start), syncs[0].current if syncs else None)
+    asked = max((s.desired for s in ups), default=None)
+    phases = dict.fromkeys(PHASES, 0.0)
+    capacity_at = None
+    if ups:
+        last_up = ups[-1].t
+        t = surge.start
+        while t < surge.end:
+            states = [p.state(t) for p in pods]
+            ready = sum(1 for s in states if s == "ready")
+            if t >= last_up and asked is not None and ready >= asked:
+                capacity_at = t
+                break
+            waiting = {s for s in states if s in PHASES}
+            phase = next((p for p in ("node", "image", "model") if p in waiting), "decision")
+            if t < ups[0].t:
+                phase = "decision"
+            phases[phase] += step_s
+            t += step_s
+    end = capacity_at if capacity_at is not None else surge.end
+    pending = sum(max(0.0, min(end, p.bound if p.bound is not None else (p.deleted if p.deleted is not None
+                                                                           else end)) - max(surge.start, p.created))
+                  for p in pods)
+    window = [r for r in rows if surge.start <= r.t < end]
+    failed = sum(r.errors + r.dropped for r in window)
+    queued = sum(1 for r in window for latency in r.latencies_s if latency > 2 * service_s)
+    return ScaleUp(index, surge.start, ups[0].t if ups else None,
+                   None if capacity_at is None else capacity_at - surge.start, before, asked,
+                   {k: round(v, 3) for k, v in phases.items()}, pending, failed, queued,
+                   sum(1 for at in launches if surge.start <= at < end))
