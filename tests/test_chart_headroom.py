@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +17,10 @@ import yaml
 from adapter.api.quantity import parse_quantity
 from adapter.rules import load_rules
 from adapter.rules.capacity import capacity_yaml
+from tests import test_chart_first_install as first_install
 from tests.support.fake_kube import FakeKube
-from tests.support.k8s_validation import KUBE_VERSIONS, REPO, crd_schema, find, load_files, one, tool, validate_all
-from tests.test_chart import CHART, KUBE_PROMETHEUS_STACK, NAMESPACE, RELEASE, VALUES_SETS, render, template
-from tests.test_chart_first_install import CLUSTER_TYPES
+from tests.support.k8s_validation import KUBE_VERSIONS, REPO, crd_schema, find, load_files, one, validate_all
+from tests.test_chart import CHART, KUBE_PROMETHEUS_STACK, RELEASE, VALUES_SETS, render, template
 
 pytestmark = pytest.mark.tools
 
@@ -371,36 +368,25 @@ def test_headroom_is_off_by_default():
 
 # ------------------------------------------------------------------------------------- NOTES.txt (helm install)
 
+cluster = first_install.cluster  # the fake Kubernetes API fixture
 HEADROOM_TYPES = [("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
                   ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True)]
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[FakeKube, str]]:
-    fake = FakeKube()
-    for group, version, resource, kind, namespaced in CLUSTER_TYPES + HEADROOM_TYPES:
+def _install(fake: FakeKube, kubeconfig: str, *sets: str) -> tuple[list[dict[str, Any]], str]:
+    """`helm install --dry-run=server` against the fake API (tests/test_chart_first_install.py), which now also
+    serves the kinds the headroom forms create."""
+    for group, version, resource, kind, namespaced in HEADROOM_TYPES:
         fake.register(group, version, resource, kind, namespaced)
-    fake.start()
-    try:
-        yield fake, fake.write_kubeconfig(tmp_path / "kubeconfig")
-    finally:
-        fake.stop()
-
-
-def _install(kubeconfig: str, *sets: str) -> tuple[list[dict[str, Any]], str]:
-    args = [tool("helm"), "install", RELEASE, str(CHART), "-n", NAMESPACE, "--kubeconfig", kubeconfig,
-            "--dry-run=server", "--disable-openapi-validation"]
-    for item in sets:
-        args += ["--set", item]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    proc = first_install.helm_install(kubeconfig, *sets)
     assert proc.returncode == 0, proc.stderr
-    manifest, _, notes = proc.stdout.partition("\nNOTES:\n")
-    return [d for d in yaml.safe_load_all(manifest.partition("\nMANIFEST:\n")[2]) if d], notes
+    return first_install._manifest_and_notes(proc.stdout)
 
 
 def test_notes_say_the_capacity_buffer_was_left_out_and_why(cluster):
-    _, kubeconfig = cluster
-    docs, notes = _install(kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto", "headroom.auto.enabled=true")
+    fake, kubeconfig = cluster
+    docs, notes = _install(fake, kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto",
+                           "headroom.auto.enabled=true")
     assert not find(docs, "CapacityBuffer") and find(docs, "HorizontalPodAutoscaler")
     assert ("CapacityBuffer (GPU headroom): no autoscaling.x-k8s.io/v1beta1 or v1alpha1 CapacityBuffer "
             "(headroom.capacityBuffer.enabled is auto)") in notes
@@ -412,7 +398,7 @@ def test_notes_say_the_capacity_buffer_was_left_out_and_why(cluster):
 def test_notes_name_the_capacity_buffer_where_the_cluster_serves_it(cluster):
     fake, kubeconfig = cluster
     fake.register("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
-    docs, notes = _install(kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto",
+    docs, notes = _install(fake, kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto",
                            "headroom.placeholders.enabled=true", "headroom.placeholders.replicas=2")
     assert one(docs, "CapacityBuffer")["apiVersion"] == "autoscaling.x-k8s.io/v1beta1"
     assert "CapacityBuffer (GPU headroom): no" not in notes and "CapacityBuffer: left out" not in notes
