@@ -15,6 +15,7 @@ from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL
 __all__ = ["PLACEHOLDER_IMAGES", "CapacityOptionError", "capacity_config", "parse_headroom", "parse_timings"]
 
 PLACEHOLDER_IMAGES = {"workload": WORKLOAD_IMAGE, "pause": PAUSE_IMAGE}
+AUTO_MAX = 4
 
 
 class CapacityOptionError(ValueError):
@@ -22,9 +23,13 @@ class CapacityOptionError(ValueError):
 
 
 def parse_headroom(text: str) -> tuple[int, bool]:
-    """``--headroom``: a number of placeholder replicas (one workload replica's GPUs each), or ``auto``."""
-    if text == "auto":
-        return 0, True
+    """``--headroom``: a number of placeholder replicas (one workload replica's GPUs each), or ``auto`` (at most 4
+    placeholders, the chart's ``headroom.auto.maxReplicas``) or ``auto:N`` (at most N)."""
+    if text == "auto" or text.startswith("auto:"):
+        most = text.partition(":")[2] or str(AUTO_MAX)
+        if not most.isdigit() or int(most) < 1:
+            raise CapacityOptionError(f"--headroom {text!r}: expected auto or auto:N with N at least 1")
+        return int(most), True
     try:
         count = int(text)
     except ValueError:

@@ -267,7 +267,8 @@ def capacity_figures(rows: Sequence[CapacityRow]) -> list[str]:
 async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: Path | None, summary: Path | None,
                                   csv: Path | None, progress: Callable[[str], Progress], runner: Runner = run_demo,
                                   ) -> list[tuple[str, DemoResult]]:
-    """The same load with no headroom, ``static`` placeholder replicas and auto headroom, in that order; stops after
+    """The same load with no headroom, ``static`` placeholder replicas and auto headroom (at most as many), in that
+    order; stops after
     a run that failed or was interrupted. The plot and the summary (``{"table": [...], "figures": [...], "runs":
     {name: summary}}``) cover the runs that finished; ``csv`` gets ``NAME-none.csv``, ``NAME-static.csv``,
     ``NAME-auto.csv``."""
@@ -275,7 +276,7 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
     assert capacity is not None
     variants = [("none", replace(capacity, headroom=0, headroom_auto=False)),
                 ("static", replace(capacity, headroom=static, headroom_auto=False)),
-                ("auto", replace(capacity, headroom=0, headroom_auto=True))]
+                ("auto", replace(capacity, headroom=static, headroom_auto=True))]
     results = await _run_each([(name, replace(settings, capacity=c)) for name, c in variants], csv, progress,
                               runner)
     labels = {"none": "none", "static": f"static {static}", "auto": "auto"}

@@ -147,9 +147,10 @@ class DemoSettings:
     def placeholder_hpa_spec(self) -> HPASpec:
         """The HPA on the placeholders: ``inference_queue_growth_rate`` of the workload's Deployment (Object),
         AverageValue queue target per replica / time to capacity (in demo seconds), minReplicas 0."""
+        assert self.capacity is not None
         target = self.queue_target / (self.provisioning_s / self.time_scale)
         return HPASpec(
-            max_replicas=max(self.max_replicas - max(self.min_replicas, 1), 1), min_replicas=0,
+            max_replicas=self.capacity.headroom, min_replicas=0,
             metrics=(MetricSpec.object(GROWTH_METRIC, "Deployment/infer", average_value=f"{target:.4g}"),),
             behavior=Behavior(
                 scale_up=ScalingRules(policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
@@ -246,7 +247,8 @@ class DemoSettings:
                         "type": "Pods", "value": self.wake_replicas, "periodSeconds": self.scale_up_period_s}}
                    if self.gateway else {}),
                 **({"nodes": self.capacity.kind.value, "time_scale": self.time_scale,
-                    "headroom": "auto" if self.capacity.headroom_auto else self.capacity.headroom,
+                    "headroom": f"auto:{self.capacity.headroom}" if self.capacity.headroom_auto
+                    else self.capacity.headroom,
                     "placeholder_image": self.capacity.placeholder_image,
                     "node_timings_seconds": vars(self.capacity.timings),
                     "profile_real_time": self.profile.scaled(time_factor=self.time_scale).text(),
@@ -401,8 +403,10 @@ class _Demo:
                                namespace=s.namespace, selector=self.deployment.config.selector,
                                clock=lambda: loop.time() - self._t0())
             if self.layer is not None and self.layer.config.headroom_auto:
-                self.headroom_hpa = HpaLoop(Autoscaler(s.placeholder_hpa_spec(), s.controller()), metrics,
-                                            self.layer.placeholders, namespace=s.namespace,
+                # The steady state before the load: flat, so the HPA has taken the placeholders (created at 1, a
+                # Deployment's default) to 0 and holds the ScaledToZero condition that lets it wake them.
+                scaler = Autoscaler(s.placeholder_hpa_spec(), s.controller(), scaled_to_zero=True)
+                self.headroom_hpa = HpaLoop(scaler, metrics, self.layer.placeholders, namespace=s.namespace,
                                             selector=f"app={self.layer.placeholder_name}",
                                             clock=lambda: loop.time() - self._t0())
             names = " and ".join(s.hpa_metrics)
@@ -673,7 +677,7 @@ def describe_capacity(settings: DemoSettings) -> str:
     capacity = settings.capacity
     assert capacity is not None
     t = capacity.timings
-    headroom = "auto" if capacity.headroom_auto else str(capacity.headroom)
+    headroom = f"auto (at most {capacity.headroom})" if capacity.headroom_auto else str(capacity.headroom)
     return (f"headroom {headroom}, node {t.node_s:g} s, image {t.image_pull_s:g} s, model {t.model_load_s:g} s "
             f"(real time; run {settings.time_scale:g}x faster)")
 

@@ -56,6 +56,7 @@ class NodesKind(StrEnum):
 @dataclass(frozen=True)
 class NodeLayerConfig:
     """``timings`` in real seconds; ``time_scale`` compresses them (and the provisioners' timers) for the demo.
+    ``headroom``: the placeholders, or with ``headroom_auto`` the most the HPA may ask for.
     ``placeholder_image``: what the placeholders run: the workload's image (its kubelet then has it when a replica
     takes the GPU) or a pause image."""
 
