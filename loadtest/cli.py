@@ -296,8 +296,9 @@ def demo(
             return
         _run_one(settings, plot, summary, csv_path)
         return
-    if headroom is not None or compare_capacity:
-        raise UsageError("--headroom and --compare-capacity need GPU nodes: --nodes karpenter or cluster-autoscaler")
+    if headroom is not None or compare_capacity or node_timing or nodepool or node_groups or provisioning_time:
+        raise UsageError("--headroom, --compare-capacity, --node-timing, --nodepool, --node-groups and "
+                         "--provisioning-time need GPU nodes: --nodes karpenter or cluster-autoscaler")
     zero = min_replicas == 0 or metric is ScaleOn.GATEWAY
     if zero:
         base = ZERO_QUICK_SETTINGS if quick else ZERO_SETTINGS

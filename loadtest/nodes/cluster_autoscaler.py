@@ -7,19 +7,21 @@ does scale-down work?", "How does Cluster Autoscaler work with Pod Priority and 
 
 * Every ``--scan-interval`` (10 s) it looks at the unschedulable pods. Pods with a priority below
   ``--expendable-pods-priority-cutoff`` (-10) trigger no scale-up (and do not hold a node at scale-down).
-* Pods that fit on nodes it already asked for count as placed: a node not yet registered is an *upcoming* node at
-  its group's template capacity (until ``--max-node-provision-time``, 15 min); a registered node with the GPU label
-  whose ``nvidia.com/gpu`` is not allocatable yet is taken at its template's GPUs (``utils/gpu``: otherwise each
-  GPU node would cause a second, needless scale-up while its driver starts). A group whose nodes lack the label
-  (:attr:`NodeGroup.gpu_label` False) shows that second scale-up.
+* Pods that fit on nodes it already asked for count as placed: a node not registered yet (until
+  ``--max-node-provision-time``, 15 min) or registered and not Ready yet (``MaxNodeStartupTime``, 15 min) is an
+  *upcoming* node at its group's template capacity (``clusterstate/clusterstate.go`` ``GetUpcomingNodes``: the
+  target size less the Ready, Unready, long-not-started and long-unregistered nodes); a Ready node with the GPU
+  label whose ``nvidia.com/gpu`` is not allocatable yet is taken at its template's GPUs (``utils/gpu``: otherwise
+  each GPU node would cause a second, needless scale-up while its driver starts). A group whose nodes lack the
+  label (:attr:`NodeGroup.gpu_label` False) shows that second scale-up.
 * The rest are bin-packed onto template nodes of each group that can host them (the ``binpacking`` estimator), up
   to the group's ``maxSize``; the expander (``least-waste``, the default) picks the group that wastes the fewest
   GPUs, the first in the file on a tie (Cluster Autoscaler breaks ties at random). One group grows per loop.
-* Scale-down: not within ``--scale-down-delay-after-add`` (10 min) of a scale-up (nor
-  ``--scale-down-delay-after-delete``, 0 s, of a removal). A node is unneeded while its GPUs' requested share is
-  below ``--scale-down-gpu-utilization-threshold`` (0.5) and its pods (expendable ones aside) fit on the other
-  nodes; unneeded for ``--scale-down-unneeded-time`` (10 min), it is removed: empty nodes together, a non-empty one
-  at a time, never below ``minSize``.
+* Scale-down: in a loop without scale-up, a node is unneeded while its GPUs' requested share is below
+  ``--scale-down-gpu-utilization-threshold`` (0.5) and its pods (expendable ones aside) fit on the other nodes;
+  unneeded for ``--scale-down-unneeded-time`` (10 min), it is removed (empty nodes together, a non-empty one at a
+  time, never below ``minSize``), but not within ``--scale-down-delay-after-add`` (10 min) of a scale-up nor
+  ``--scale-down-delay-after-delete`` (0 s) of a removal: the cool-down stops removals, not the unneeded clock.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class ClusterAutoscaler:
     def _capacity(self, node: Node, now: float) -> int:
         """The GPUs the simulation counts ``node`` at."""
         group = self.group_of(node)
-        if now < node.registered_at:  # upcoming
+        if now < node.ready_at:  # upcoming: not registered, or registered and not started
             return node.gpus if now - node.requested_at < self.settings.max_node_provision_time_s else 0
         if node.allocatable(now) == 0 and group is not None and group.gpu_label:
             return node.gpus  # utils/gpu: a GPU node still starting its driver
@@ -140,10 +142,6 @@ class ClusterAutoscaler:
     # -- scale-down -----------------------------------------------------------------------------------------------
     def scale_down(self, cluster: Cluster, now: float) -> list[Node]:
         s, state = self.settings, self._state
-        if state.last_scale_up is not None and now - state.last_scale_up < s.scale_down_delay_after_add_s:
-            return []
-        if state.last_delete is not None and now - state.last_delete < s.scale_down_delay_after_delete_s:
-            return []
         unneeded = []
         for node in cluster.live_nodes(now):
             group = self.group_of(node)
@@ -155,6 +153,9 @@ class ClusterAutoscaler:
                     unneeded.append((node, group))
             else:
                 state.unneeded_since.pop(node.name, None)
+        if (state.last_scale_up is not None and now - state.last_scale_up < s.scale_down_delay_after_add_s) or \
+                (state.last_delete is not None and now - state.last_delete < s.scale_down_delay_after_delete_s):
+            return []
         removed: list[Node] = []
         empty = [(n, g) for n, g in unneeded if not self._important(cluster, n)]
         chosen = empty or unneeded[:1]

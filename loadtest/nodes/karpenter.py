@@ -23,8 +23,8 @@ Read from kubernetes-sigs/karpenter (``pkg/``) and aws/karpenter-provider-aws (d
   after its last pod was bound or removed (or after it initialized); the disruption loop runs every 10 s; an empty
   node (``WhenEmpty``, and also under ``WhenEmptyOrUnderutilized``) is removed after the 15 s validation if it is
   still empty; under ``WhenEmptyOrUnderutilized`` a node whose pods all fit on the other nodes' free GPUs is removed
-  too, one per round, its pods rescheduled. Replacing a node with a cheaper one, spot, drift, expiry and disruption
-  budgets are not modelled.
+  too, one per round (the one with the fewest, then the lowest-priority pods), its pods rescheduled. Replacing a
+  node with a cheaper one, spot, drift, expiry and disruption budgets are not modelled.
 """
 
 from __future__ import annotations
@@ -164,7 +164,10 @@ class Karpenter:
         empty = [n for n in candidates if not cluster.pods_on(n.name)]
         chosen = empty
         if not chosen and self.pool.consolidation_policy == "WhenEmptyOrUnderutilized":
-            chosen = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)][:1]
+            # The node that disrupts least first: fewer pods, then lower-priority pods (docs concepts/disruption.md).
+            fitting = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)]
+            chosen = sorted(fitting, key=lambda n: (len(cluster.pods_on(n.name)),
+                                                    max(p.priority for p in cluster.pods_on(n.name)), n.name))[:1]
         for node in chosen:
             self._pending_removal[node.name] = now + s.validation_s
 
