@@ -18,7 +18,13 @@ Two ways, like the presets it builds on:
 
 * External, selected with ``inference_pool: <pool>``: the inference gateway's flow-control queue (both metric-name
   generations, an empty queue read as 0, exactly as the ``inference-gateway`` preset serves
-  ``llm_d_epp_flow_control_queue_size``), discovered from the endpoint picker's ready gauge;
+  ``llm_d_epp_flow_control_queue_size``), discovered from the flow-control pool-saturation gauge, which the
+  endpoint picker exports for every pool it runs flow control for, labelled ``inference_pool`` (Gateway API
+  Inference Extension v1.5.0 and llm-d-router; see adapter/rules/gateway.py). The slope reaches back over its window,
+  further than the adapter's sample-age limit, so the adapter checks that the pool's series are recent (freshness,
+  adapter/rules/freshness.py) on the discovered series with the request's ``inference_pool``: a series that carries
+  that label is needed, and the saturation gauge is one that is there whether or not anything waits (the adapter
+  checks the first discovered name, the previous generation's, which llm-d-router still exports beside its own);
 * Object on ``deployments.apps``: the requests waiting in the inference servers of the Deployment's pods (vLLM,
   Triton, TGI, SGLang: each server's waiting gauge, as the inference presets name them), added up over the pods
   through the pod -> Deployment recording rule the inference presets use (kube-state-metrics' owner series).
@@ -33,11 +39,10 @@ from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.gateway import GATEWAY_METRICS
-from adapter.rules.gateway import SERIES_QUERY as POOL_SERIES
 from adapter.rules.inference import POD_DEPLOYMENT_RULE
 from adapter.rules.resources import BUILTIN, ResourceTable
 
-__all__ = ["CAPACITY_PRESET", "GROWTH_METRIC", "SERVER_QUEUES", "STEP", "WINDOW", "capacity_preset",
+__all__ = ["CAPACITY_PRESET", "GROWTH_METRIC", "POOL_SERIES", "SERVER_QUEUES", "STEP", "WINDOW", "capacity_preset",
            "capacity_rules", "capacity_yaml", "gateway_queue_query", "server_queue_query"]
 
 CAPACITY_PRESET = "capacity-headroom"
@@ -56,8 +61,11 @@ names' sums (SGLang under both names is not counted twice)."""
 _DEPLOYMENT_RESOURCES = ("{overrides: {namespace: {resource: namespace}, "
                          "deployment: {group: apps, resource: deployment}}}")
 _NAMESPACE_ONLY = "{overrides: {namespace: {resource: namespace}}}"
-_QUEUE_SIZE = GATEWAY_METRICS[0]
+_QUEUE_SIZE, _SATURATION = GATEWAY_METRICS[0], GATEWAY_METRICS[2]
 assert _QUEUE_SIZE.names[0] == "llm_d_epp_flow_control_queue_size" and _QUEUE_SIZE.empty_is_zero
+assert _SATURATION.names[0] == "llm_d_epp_flow_control_pool_saturation" and _SATURATION.flow
+POOL_SERIES = f'{{__name__=~"{"|".join(_SATURATION.names)}",inference_pool!="",namespace!=""}}'
+"""What the External rule discovers from: one series per pool under flow control (and EPP replica)."""
 
 
 def _growth(queue: str, window: str, step: str) -> str:
