@@ -255,12 +255,13 @@ def capacity_figures(rows: Sequence[CapacityRow]) -> list[str]:
         if demand is not None and base > fixed:
             lines.append(f"auto headroom kept {100 * (base - demand) / (base - fixed):.0f} % of that gain "
                          f"({demand:g} s; goal: >= 70 %)")
-    if none is not None and none.gpu_node_seconds is not None:
-        extra = {r: (r.gpu_node_seconds - none.gpu_node_seconds) for r in (static, auto)
-                 if r is not None and r.gpu_node_seconds is not None}
-        if static in extra and auto in extra and extra[static] > 0:
-            lines.append(f"auto headroom's extra GPU-node-seconds were {100 * extra[auto] / extra[static]:.0f} % of "
-                         f"static headroom's ({extra[auto]:g} vs {extra[static]:g}; goal: <= 50 %)")
+    costs = [None if r is None else r.gpu_node_seconds for r in (none, static, auto)]
+    if None not in costs:
+        base_cost, static_cost, auto_cost = costs
+        extra_static, extra_auto = static_cost - base_cost, auto_cost - base_cost  # type: ignore[operator]
+        if extra_static > 0:
+            lines.append(f"auto headroom's extra GPU-node-seconds were {100 * extra_auto / extra_static:.0f} % of "
+                         f"static headroom's ({extra_auto:.0f} vs {extra_static:.0f}; goal: <= 50 %)")
     return lines
 
 

@@ -97,15 +97,6 @@ def surges(profile: Profile) -> list[Surge]:
     return found
 
 
-def _desired_at(syncs: Sequence[SyncRecord], t: float, initial: int) -> int:
-    desired = initial
-    for sync in syncs:
-        if sync.t > t:
-            break
-        desired = sync.desired
-    return desired
-
-
 def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequence[PodSpan],
             rows: Sequence[TimelineRow], launches: Sequence[float], *, service_s: float, step_s: float = 0.05,
             ) -> ScaleUp:
@@ -117,8 +108,9 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
     capacity_at = None
     if ups:
         last_up = ups[-1].t
-        t = surge.start
-        while t < surge.end:
+        steps = round((surge.end - surge.start) / step_s)
+        for i in range(steps):
+            t = surge.start + i * step_s
             states = [p.state(t) for p in pods]
             ready = sum(1 for s in states if s == "ready")
             if t >= last_up and asked is not None and ready >= asked:
@@ -129,7 +121,6 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
             if t < ups[0].t:
                 phase = "decision"
             phases[phase] += step_s
-            t += step_s
     end = capacity_at if capacity_at is not None else surge.end
     pending = sum(max(0.0, min(end, p.bound if p.bound is not None else (p.deleted if p.deleted is not None
                                                                            else end)) - max(surge.start, p.created))
