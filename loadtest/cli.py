@@ -129,6 +129,7 @@ def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append((f"surge {surge['surge']}: time to capacity",
                       f"{reached} ({surge['replicas_before']} -> {surge['replicas_asked']} replicas; {phases})"))
         lines.append((f"surge {surge['surge']}: waiting",
+                      f"first new replica {_fmt(surge['first_replica_wait_s'], ' s')} for a GPU, "
                       f"{_fmt(surge['pending_pod_seconds'])} pending pod-seconds, {surge['requests_failed']} requests "
                       f"failed, {surge['requests_queued']} queued, {surge['nodes_launched']} nodes launched"))
     lines.append(("GPU nodes", f"{_fmt(capacity['gpu_node_seconds'])} GPU-node-seconds, {capacity['nodes_launched']} "

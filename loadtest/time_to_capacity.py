@@ -11,9 +11,10 @@ to it: at each moment the slowest thing still outstanding is charged:
 * ``model``: some replica runs and loads its model (not ready yet);
 * ``decision``: no replica asked for is on its way: the HPA has not (yet) asked for the replicas the load needs.
 
-Per surge also: the workload pods' **pending pod-seconds** in it, the **requests failed** (errors and drops)
-and **queued** (answered after waiting in a replica's queue: more than twice the service time) from its start to
-capacity, and the **nodes launched** in it.
+Per surge also: how long the **first new replica waited** for a GPU (from the first scale-up decision to its
+pod's binding: 0 when it took a placeholder's GPU), the workload pods' **pending pod-seconds** in it, the
+**requests failed** (errors and drops) and **queued** (answered after waiting in a replica's queue: more than twice
+the service time) from its start to capacity, and the **nodes launched** in it.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class ScaleUp:
     replicas_before: int | None
     replicas_asked: int | None
     phases_s: dict[str, float]
+    first_replica_wait_s: float | None
     pending_pod_seconds: float
     requests_failed: int
     requests_queued: int
@@ -76,7 +78,8 @@ class ScaleUp:
     def to_json(self, time_scale: float = 1.0) -> dict[str, Any]:
         """Seconds multiplied by ``time_scale`` (the real-time equivalents of a compressed run)."""
         doc = asdict(self)
-        for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "pending_pod_seconds"):
+        for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "first_replica_wait_s",
+                    "pending_pod_seconds"):
             doc[key] = None if doc[key] is None else round(doc[key] * time_scale, 1)
         doc["phases_s"] = {k: round(v * time_scale, 1) for k, v in self.phases_s.items()}
         return doc
@@ -125,10 +128,16 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
     pending = sum(max(0.0, min(end, p.bound if p.bound is not None else (p.deleted if p.deleted is not None
                                                                            else end)) - max(surge.start, p.created))
                   for p in pods)
+    first_new = min((p for p in pods if ups and p.created >= ups[0].t - 1e-6 and p.created < end),
+                    key=lambda p: p.created, default=None)
+    first_wait = None
+    if first_new is not None:
+        bound = first_new.bound if first_new.bound is not None else end
+        first_wait = max(0.0, bound - first_new.created)
     window = [r for r in rows if surge.start <= r.t < end]
     failed = sum(r.errors + r.dropped for r in window)
     queued = sum(1 for r in window for latency in r.latencies_s if latency > 2 * service_s)
     return ScaleUp(index, surge.start, ups[0].t if ups else None,
                    None if capacity_at is None else capacity_at - surge.start, before, asked,
-                   {k: round(v, 3) for k, v in phases.items()}, pending, failed, queued,
+                   {k: round(v, 3) for k, v in phases.items()}, first_wait, pending, failed, queued,
                    sum(1 for at in launches if surge.start <= at < end))

@@ -53,6 +53,7 @@ def test_time_to_capacity_charges_each_moment_to_the_slowest_outstanding_phase()
     assert up.phases_s == pytest.approx({"decision": 2 + 15, "node": 10 + 10, "image": 8, "model": 5 + 5}, abs=0.05)
     assert sum(up.phases_s.values()) == pytest.approx(up.time_to_capacity_s, abs=0.05)
     assert up.pending_pod_seconds == pytest.approx(10.0 + 10.0)
+    assert up.first_replica_wait_s == pytest.approx(10.0)  # the pod of the 1 -> 2 decision waited for its node
     assert (up.requests_failed, up.requests_queued, up.nodes_launched) == (2 * 55, 55, 2)
     doc = up.to_json(time_scale=20.0)
     assert doc["time_to_capacity_s"] == pytest.approx(1100.0) and doc["phases_s"]["node"] == pytest.approx(400.0)
@@ -67,8 +68,9 @@ def test_a_surge_whose_capacity_never_arrives_has_no_time_to_capacity() -> None:
 
 
 def summary_with(ttc: list[float | None], cost: float, failed: int = 0) -> Any:
-    surge_docs = [ScaleUp(i + 1, 0.0, 1.0, t, 1, 4, {"decision": 20.0, "node": 180.0, "image": 334.0, "model": 48.0},
-                          12.0, failed, 3, 1).to_json() for i, t in enumerate(ttc)]
+    phases = {"decision": 20.0, "node": 180.0, "image": 334.0, "model": 48.0}
+    surge_docs = [ScaleUp(i + 1, 0.0, 1.0, t, 1, 4, phases, 180.0, 12.0, failed, 3, 1).to_json()
+                  for i, t in enumerate(ttc)]
     capacity = {"time_scale": 1.0, "surges": surge_docs, "gpu_node_seconds": cost, "pending_pod_seconds": 12.0,
                 "nodes_launched": 1, "nodes": [], "placeholders_preempted": 0, "headroom_decisions": []}
     rows = [TimelineRow(t=0.0, phase="hold", target_rps=1.0, sent=10, ok=10 - failed, errors=failed)]
