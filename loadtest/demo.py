@@ -379,7 +379,7 @@ class _Demo:
             if self.layer.config.headroom_auto:
                 layer = self.layer
                 self.kube_state = KubeStateMetrics(s.namespace, lambda: owners(layer))
-                kube_state = f"127.0.0.1:{await self.kube_state.start()}"
+                kube_state = f"127.0.0.1:{self.kube_state.start()}"
                 extra_rules = capacity_yaml(_prometheus_duration(parse_prometheus_duration(WINDOW) / s.time_scale),
                                             _prometheus_duration(parse_prometheus_duration(STEP) / s.time_scale))
                 recording = recording_rules([])
@@ -552,8 +552,7 @@ class _Demo:
             with contextlib.suppress(Exception):
                 await self.gateway.close()
         if self.kube_state is not None:
-            with contextlib.suppress(Exception):
-                await self.kube_state.close()
+            self.kube_state.close()
         if self.stack is not None:
             self.stack.abort()
             if self._stack_start is not None:

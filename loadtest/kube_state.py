@@ -10,16 +10,14 @@ scrape and returns ``{deployment: [pod names]}``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-
-from loadtest.http1 import MAX_HEAD, read_request, response
 
 __all__ = ["KubeStateMetrics", "OwnerSeries", "replicaset_name"]
 
@@ -52,34 +50,21 @@ class OwnerSeries(Collector):
 
 
 class KubeStateMetrics:
-    """``GET /metrics`` on 127.0.0.1; ``start()`` returns the port."""
+    """``GET /metrics`` on 127.0.0.1 (prometheus_client's own HTTP server, in a thread); ``start()`` returns the
+    port."""
 
     def __init__(self, namespace: str, owners: Owners) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(OwnerSeries(namespace, owners))
-        self._server: asyncio.Server | None = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0, limit=MAX_HEAD)
-        return int(self._server.sockets[0].getsockname()[1])
+    def start(self) -> int:
+        self._server, self._thread = start_http_server(0, "127.0.0.1", self.registry)
+        return int(self._server.server_port)
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while (request := await read_request(reader)) is not None:
-                ok = request.path.split("?", 1)[0] == "/metrics"
-                writer.write(response(200 if ok else 404, generate_latest(self.registry) if ok else b"not found",
-                                      request.keep_alive))
-                await writer.drain()
-                if not request.keep_alive:
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            return
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+    def close(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(5.0)

@@ -192,6 +192,19 @@ def _finish(fig: Figure, axes: Sequence[Axes], path: str | Path, load_step_at: f
 COLORS = ("tab:purple", "tab:green", "tab:blue", "tab:orange", "tab:brown")
 
 
+def _runs_figure(runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]], title: str,
+                 ) -> tuple[Figure, Sequence[Axes]]:
+    """Four panels for runs of one profile; the first shows the profile's target rate."""
+    fig = Figure(figsize=(11, 11))
+    axes = fig.subplots(4, 1, sharex=True)
+    fig.suptitle(title, fontsize=11)
+    if runs and runs[0][1]:
+        first = runs[0][1]
+        axes[0].step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey",
+                     linestyle="--", label="target rate")
+    return fig, axes
+
+
 def plot_comparison(
     runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]],
     path: str | Path,
@@ -201,13 +214,7 @@ def plot_comparison(
     load_drop_at: float | None = None,
 ) -> None:
     """Several runs of one profile, one colour each: answered requests, failures, p95 latency, replicas."""
-    fig = Figure(figsize=(11, 11))
-    rate, failed, latency, replicas = fig.subplots(4, 1, sharex=True)
-    fig.suptitle(title, fontsize=11)
-    if runs and runs[0][1]:
-        first = runs[0][1]
-        rate.step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey", linestyle="--",
-                  label="target rate")
+    fig, (rate, failed, latency, replicas) = _runs_figure(runs, title)
     for (label, rows, syncs), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
         rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
@@ -242,13 +249,7 @@ def plot_capacity_comparison(
 ) -> None:
     """Runs of one load with different headroom: the load and what failed, ready replicas (dashed: desired), the
     replicas waiting for a GPU, and the nodes' GPUs (dotted: placeholders)."""
-    fig = Figure(figsize=(11, 11))
-    rate, replicas, pending, gpus = fig.subplots(4, 1, sharex=True)
-    fig.suptitle(title, fontsize=11)
-    if runs and runs[0][1]:
-        first = runs[0][1]
-        rate.step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey", linestyle="--",
-                  label="target rate")
+    fig, (rate, replicas, pending, gpus) = _runs_figure(runs, title)
     for (label, rows, _), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
         rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
