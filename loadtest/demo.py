@@ -646,7 +646,8 @@ def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[S
     assert layer is not None
     end = None if layer.load_started is None else layer.load_started + s.profile.duration
     spans, launches = layer.spans(), layer.launches()
-    figures = [measure(i + 1, surge, syncs, spans, rows, launches, service_s=s.service_ms / 1000)
+    figures = [measure(i + 1, surge, syncs, spans, rows, launches, needed=s.needed_replicas,
+                       service_s=s.service_ms / 1000)
                for i, surge in enumerate(surges(s.profile))]
     headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
     return {"time_scale": s.time_scale, "surges": [f.to_json(s.time_scale) for f in figures],

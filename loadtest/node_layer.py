@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -100,7 +100,9 @@ class NodeLayerConfig:
     def provisioner(self) -> Provisioner:
         if self.kind is NodesKind.KARPENTER:
             assert self.pool is not None
-            return Karpenter(self.pool, scaled(KarpenterSettings(), self.time_scale))
+            after = self.pool.consolidate_after_s  # the NodePool's own timer runs on the same clock
+            pool = replace(self.pool, consolidate_after_s=None if after is None else after / self.time_scale)
+            return Karpenter(pool, scaled(KarpenterSettings(), self.time_scale))
         return ClusterAutoscaler(self.groups, scaled(AutoscalerSettings(), self.time_scale))
 
 
@@ -198,7 +200,7 @@ class NodeLayer:
             return None if t is None else t - origin
 
         return [PodSpan(p.created_at - origin, rel(p.bound_at), rel(p.running_at), rel(p.ready_at),
-                        rel(p.deleted_at)) for p in self.cluster.pods.values() if p.owner == self.workload]
+                        rel(p.deleted_at)) for p in self.cluster.all_pods() if p.owner == self.workload]
 
     def launches(self) -> list[float]:
         """When each node was requested, on the load's clock (demo time)."""
@@ -214,26 +216,16 @@ class NodeLayer:
         return {
             "gpu_node_seconds": round((self.cluster.gpu_node_seconds(end) - self.cluster.gpu_node_seconds(start))
                                       * k, 1),
-            "pending_pod_seconds": round(_pending_between(self.cluster, self.workload, start, end) * k, 1),
+            "pending_pod_seconds": round(self.cluster.pending_pod_seconds(end, self.workload, since=start) * k, 1),
             "nodes_launched": sum(1 for n in nodes if not n.warm),
             "nodes": [{"name": n.name, "instance_type": n.instance.name, "gpus": n.gpus,
                        "requested_s": round((n.requested_at - start) * k, 1),
                        "gpus_allocatable_s": round((n.gpus_at - start) * k, 1),
                        "removed_s": None if n.deleted_at is None else round((n.deleted_at - start) * k, 1)}
                       for n in nodes],
-            "placeholders_preempted": sum(1 for p in self.cluster.pods.values()
+            "placeholders_preempted": sum(1 for p in self.cluster.all_pods()
                                           if p.owner == self.placeholder_name and p.preempted),
         }
-
-
-def _pending_between(cluster: Cluster, owner: str, start: float, end: float) -> float:
-    total = 0.0
-    for pod in cluster.pods.values():
-        if pod.owner != owner:
-            continue
-        until = pod.bound_at if pod.bound_at is not None else (pod.deleted_at if pod.deleted_at is not None else end)
-        total += max(0.0, min(until, end) - max(pod.created_at, start))
-    return total
 
 
 @dataclass

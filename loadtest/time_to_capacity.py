@@ -2,9 +2,10 @@
 serves, and what that time was spent on (pure; times in the run's seconds since the load started).
 
 A surge starts where the load starts to rise and lasts until it starts to fall. Its **time to capacity** ends at
-the first moment after the surge's last scale-up decision when the ready replicas reach the most the HPA asked for
-in it (``None`` when that never happened before the load fell). The time is split into four **phases** that add up
-to it: at each moment the slowest thing still outstanding is charged:
+the first moment after its first scale-up decision when the HPA has asked for at least the replicas the surge's load
+needs (``needed``: its peak rate at the HPA's target) and every replica it asks for then is ready (``None`` when that
+never happened before the load fell). The time is split into four **phases** that add up to it: at each moment the
+slowest thing still outstanding is charged:
 
 * ``node``: some replica asked for waits unscheduled for a GPU (a node is being provisioned, or none can be);
 * ``image``: some replica is bound and its image is being pulled;
@@ -101,23 +102,24 @@ def surges(profile: Profile) -> list[Surge]:
 
 
 def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequence[PodSpan],
-            rows: Sequence[TimelineRow], launches: Sequence[float], *, service_s: float, step_s: float = 0.05,
-            ) -> ScaleUp:
+            rows: Sequence[TimelineRow], launches: Sequence[float], *, needed: int, service_s: float,
+            step_s: float = 0.05) -> ScaleUp:
     """The figures of one surge; ``launches`` are the times nodes were requested."""
     ups = [s for s in syncs if surge.start <= s.t < surge.end and s.direction > 0]
     before = next((s.current for s in reversed(syncs) if s.t < surge.start), syncs[0].current if syncs else None)
-    asked = max((s.desired for s in ups), default=None)
     phases = dict.fromkeys(PHASES, 0.0)
-    capacity_at = None
+    capacity_at, asked = None, None
     if ups:
-        last_up = ups[-1].t
         steps = round((surge.end - surge.start) / step_s)
+        desired, k = before or 0, 0
         for i in range(steps):
             t = surge.start + i * step_s
+            while k < len(syncs) and syncs[k].t <= t:
+                desired, k = syncs[k].desired, k + 1
             states = [p.state(t) for p in pods]
             ready = sum(1 for s in states if s == "ready")
-            if t >= last_up and asked is not None and ready >= asked:
-                capacity_at = t
+            if t >= ups[0].t and desired >= needed and ready >= desired:
+                capacity_at, asked = t, desired
                 break
             waiting = {s for s in states if s in PHASES}
             phase = next((p for p in ("node", "image", "model") if p in waiting), "decision")
@@ -137,6 +139,8 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
     window = [r for r in rows if surge.start <= r.t < end]
     failed = sum(r.errors + r.dropped for r in window)
     queued = sum(1 for r in window for latency in r.latencies_s if latency > 2 * service_s)
+    if asked is None:
+        asked = max((s.desired for s in ups), default=None)
     return ScaleUp(index, surge.start, ups[0].t if ups else None,
                    None if capacity_at is None else capacity_at - surge.start, before, asked,
                    {k: round(v, 3) for k, v in phases.items()}, first_wait, pending, failed, queued,

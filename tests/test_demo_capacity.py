@@ -9,8 +9,8 @@ import csv
 
 import pytest
 
-from tests.test_demo import QuickRun, assert_all_gone, quick_run
 from tests.support.tools import require_tool
+from tests.test_demo import QuickRun, assert_all_gone, quick_run
 
 pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
 

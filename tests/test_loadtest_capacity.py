@@ -47,7 +47,7 @@ def test_time_to_capacity_charges_each_moment_to_the_slowest_outstanding_phase()
             PodSpan(50.0, 60.0, 60.0, 65.0)]                             # a new node, the image already there
     rows = [TimelineRow(t=float(t), phase="hold", target_rps=50.0, sent=50, ok=48, errors=2,
                         latencies_s=[0.01, 0.5]) for t in range(120)]
-    up = measure(1, SURGE, SYNCS, pods, rows, launches=[12.5, 50.5, 200.0], service_s=0.04, step_s=0.01)
+    up = measure(1, SURGE, SYNCS, pods, rows, launches=[12.5, 50.5, 200.0], needed=4, service_s=0.04, step_s=0.01)
     assert up.first_decision_s == 12.0 and (up.replicas_before, up.replicas_asked) == (1, 4)
     assert up.time_to_capacity_s == pytest.approx(55.0, abs=0.02)  # 4 ready at 65 s, 55 s after the surge began
     assert up.phases_s == pytest.approx({"decision": 2 + 15, "node": 10 + 10, "image": 8, "model": 5 + 5}, abs=0.05)
@@ -61,9 +61,9 @@ def test_time_to_capacity_charges_each_moment_to_the_slowest_outstanding_phase()
 
 def test_a_surge_whose_capacity_never_arrives_has_no_time_to_capacity() -> None:
     pods = [PodSpan(-100.0, -100.0, -100.0, -50.0), PodSpan(12.0)]  # never bound
-    up = measure(1, SURGE, SYNCS[:1], pods, [], [], service_s=0.04, step_s=0.1)
+    up = measure(1, SURGE, SYNCS[:1], pods, [], [], needed=2, service_s=0.04, step_s=0.1)
     assert up.time_to_capacity_s is None and up.phases_s["node"] == pytest.approx(115.0 - 12.0, abs=0.2)
-    no_scale_up = measure(1, SURGE, [], pods[:1], [], [], service_s=0.04)
+    no_scale_up = measure(1, SURGE, [], pods[:1], [], [], needed=2, service_s=0.04)
     assert no_scale_up.first_decision_s is None and no_scale_up.time_to_capacity_s is None
 
 
@@ -162,3 +162,36 @@ def test_capacity_settings_put_real_time_on_the_compressed_clock() -> None:
     # queue target 5 per replica over the 562 s a node, the image and the model take (28.1 s on this clock)
     assert headroom.metrics[0].target_milli == 178 and headroom.metrics[0].described_object == "Deployment/infer"
     assert replace(config, provisioning_s=180.0).provisioning_s == 180.0
+
+
+def test_capacity_counts_once_the_hpa_asked_for_what_the_load_needs_and_got_it() -> None:
+    # The HPA asks 1 -> 2, gets it, asks 2 -> 4; capacity is the 4 ready, not the 2 (the load needs 4); a later
+    # overshoot (4 -> 5) after that does not move it.
+    syncs = [SyncRecord(12.0, 1, 2), SyncRecord(30.0, 2, 4), SyncRecord(60.0, 4, 5)]
+    pods = [PodSpan(-100.0, -100.0, -100.0, -50.0), PodSpan(12.0, 12.0, 12.0, 20.0), PodSpan(30.0, 40.0, 40.0, 45.0),
+            PodSpan(30.0, 40.0, 40.0, 45.0), PodSpan(60.0)]
+    up = measure(1, SURGE, syncs, pods, [], [], needed=4, service_s=0.04, step_s=0.01)
+    assert up.time_to_capacity_s == pytest.approx(35.0, abs=0.02) and up.replicas_asked == 4
+    assert up.phases_s == pytest.approx({"decision": 2 + 10, "node": 10, "image": 0, "model": 8 + 5}, abs=0.05)
+
+
+def test_a_replica_recreated_under_its_name_keeps_its_earlier_life() -> None:
+    from loadtest.nodes import Cluster, PodTemplate
+
+    cluster = Cluster()
+    cluster.create_pod("infer-1", "infer", PodTemplate(), 0.0)
+    cluster.delete_pod("infer-1", 5.0)
+    cluster.create_pod("infer-1", "infer", PodTemplate(), 9.0)
+    assert [p.created_at for p in cluster.all_pods()] == [0.0, 9.0]
+    assert cluster.pending_pod_seconds(10.0) == 5.0 + 1.0 and cluster.pending_pod_seconds(10.0, since=4.0) == 2.0
+    with pytest.raises(ValueError, match="pod infer-1 exists"):
+        cluster.create_pod("infer-1", "infer", PodTemplate(), 10.0)
+
+
+def test_the_nodepools_own_timer_runs_on_the_compressed_clock_too() -> None:
+    from loadtest.nodes import Karpenter
+
+    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool())
+    karpenter = config.provisioner()
+    assert isinstance(karpenter, Karpenter)
+    assert karpenter.pool.consolidate_after_s == 15.0 and karpenter.settings.batch_max_s == 0.5  # 5 min, 10 s

@@ -30,6 +30,7 @@ roughly) and ``pending_pod_seconds`` (how long pods waited for a node, by owner)
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -130,7 +131,8 @@ class Cluster:
         self.timings = timings = timings or NodeTimings()
         self.pull_s: Mapping[str, float] = {workload_image: timings.image_pull_s}
         self.nodes: dict[str, Node] = {}
-        self.pods: dict[str, Pod] = {}
+        self.pods: dict[str, Pod] = {}  # by name: the latest pod of each name
+        self.retired: list[Pod] = []  # earlier pods of a name used again (a Deployment's replica n recreated)
         self.replica_sets: dict[str, ReplicaSet] = {}
         self._node_ids = itertools.count()
         self._pod_ids: dict[str, itertools.count[int]] = {}
@@ -177,9 +179,18 @@ class Cluster:
 
     # -- pods -----------------------------------------------------------------------------------------------------
     def create_pod(self, name: str, owner: str, template: PodTemplate, now: float) -> Pod:
+        old = self.pods.get(name)
+        if old is not None:
+            if old.alive():
+                raise ValueError(f"pod {name} exists")
+            self.retired.append(old)
         pod = Pod(name, owner, template, now)
         self.pods[name] = pod
         return pod
+
+    def all_pods(self) -> list[Pod]:
+        """Every pod there has been, deleted ones included."""
+        return [*self.retired, *self.pods.values()]
 
     def delete_pod(self, name: str, now: float) -> None:
         pod = self.pods.get(name)
@@ -295,12 +306,13 @@ class Cluster:
         return sum(n.gpus * max(0.0, min(now, n.deleted_at if n.deleted_at is not None else now) - n.requested_at)
                    for n in self.nodes.values())
 
-    def pending_pod_seconds(self, now: float, owner: str | None = None) -> float:
-        """How long pods (of ``owner``) waited unbound: from creation to binding, deletion or ``now``."""
+    def pending_pod_seconds(self, now: float, owner: str | None = None, since: float = -math.inf) -> float:
+        """How long pods (of ``owner``) waited unbound between ``since`` and ``now``: from creation to binding,
+        deletion or ``now``."""
         total = 0.0
-        for pod in self.pods.values():
+        for pod in self.all_pods():
             if owner is not None and pod.owner != owner:
                 continue
             end = pod.bound_at if pod.bound_at is not None else pod.deleted_at
-            total += max(0.0, min(now, end if end is not None else now) - pod.created_at)
+            total += max(0.0, min(now, end if end is not None else now) - max(pod.created_at, since))
         return total
