@@ -54,7 +54,8 @@ def test_the_same_scale_up_with_headroom_does_not_wait(without: QuickRun, with_h
     assert summary["headroom"] == 4
     [surge] = summary["capacity"]["surges"]
     assert surge["replicas_asked"] > surge["replicas_before"] == 1
-    assert surge["first_replica_wait_s"] == 0  # bound at once, in a preempted placeholder's place
+    # Bound at the node layer's next step (every 0.05 s, 1 s in real time), in a preempted placeholder's place.
+    assert surge["first_replica_wait_s"] <= 1.0
     assert summary["capacity"]["placeholders_preempted"] >= 1
     [before] = without.summary["capacity"]["surges"]
     # Whether or not capacity arrived without headroom before the load fell, it came sooner with it.
