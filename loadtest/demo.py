@@ -274,10 +274,11 @@ ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"
                                    cold_start_s=2.0, gateway_timeout_s=15.0)
 
 # GPU nodes in the loop: the profile in real seconds, run on a clock compressed CAPACITY_TIME_SCALE times. Two surges
-# that ramp over 4 minutes, as traffic does, each held 25 minutes: without headroom a surge takes a node's 3 minutes,
-# the image's 5.5 and the model's 1 per round of scale-ups; 15 minutes between them, for the HPA's 5-minute window
-# and the NodePool's consolidateAfter to give the nodes back. Quick (CI): one surge, held 10 minutes.
-CAPACITY_PROFILE = "180s:8,240s:8..55,1500s:55,120s:55..8,900s:8,240s:8..55,1500s:55,120s:55..8,300s:8"
+# that ramp over 4 minutes, as traffic does, each held 35 minutes: without headroom each round of scale-ups waits a
+# node's 3 minutes, the image's 5.5 and the model's 1, and an HPA on GPU utilisation takes three rounds to go from 1
+# to 4 replicas; 15 minutes between the surges, for the HPA's 5-minute window and the NodePool's consolidateAfter
+# to give the nodes back. Quick (CI): one surge, held 10 minutes.
+CAPACITY_PROFILE = "180s:8,240s:8..55,2100s:55,120s:55..8,900s:8,240s:8..55,2100s:55,120s:55..8,300s:8"
 CAPACITY_QUICK_PROFILE = "60s:8,60s:8..55,600s:55,60s:55..8,60s:8"
 
 

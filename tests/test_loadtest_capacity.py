@@ -32,7 +32,7 @@ pytestmark = pytest.mark.unit
 
 def test_surges_are_the_rises_of_the_load() -> None:
     profile = parse_profile(CAPACITY_PROFILE)
-    assert [(s.start, s.end) for s in surges(profile)] == [(180.0, 1920.0), (2940.0, 4680.0)]
+    assert [(s.start, s.end) for s in surges(profile)] == [(180.0, 2520.0), (3540.0, 5880.0)]
     assert [(s.start, s.end) for s in surges(parse_profile("10s:5,10s:5..20"))] == [(10.0, 20.0)]
 
 
