@@ -72,6 +72,7 @@ bench: install tools
 	$(PY) bench/adapter_load.py
 	$(PY) bench/discovery.py
 	$(PY) bench/keda_scaler.py
+	$(PY) bench/lifecycle.py
 	$(PY) bench/e2e_reaction.py --runs 4
 
 # The container image, built here with buildah (chroot isolation) from a Debian bookworm base made with

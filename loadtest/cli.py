@@ -24,6 +24,7 @@ from loadtest.profile import Profile, ProfileError, Segment, parse_duration, par
 from loadtest.promrange import PromRangeError
 from loadtest.scale_on import PODS_CHOICES, ScaleOn
 from loadtest.summary import Summary
+from loadtest.taurus.plan import TaurusFileError
 
 if TYPE_CHECKING:
     from loadtest.demo import DemoResult, DemoSettings
@@ -88,6 +89,10 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
         ("load drop -> back to the initial count", _fmt(s.back_to_initial_seconds, " s")),
         ("requests", ", ".join(f"{k} {v}" for k, v in s.requests.items())),
     ]
+    if s.extra.get("error_kinds"):
+        lines.append(("errors by kind", ", ".join(f"{kind} {n}" for kind, n in s.extra["error_kinds"].items())))
+    if s.extra.get("load") == "closed loop":
+        lines.insert(0, ("load", f"closed loop, {s.extra['executions']}"))
     for phase, lat in s.latency_by_phase.items():
         lines.append((f"latency {phase}", f"p50 {_fmt(lat.p50_ms, ' ms')}, p95 {_fmt(lat.p95_ms, ' ms')} "
                                           f"({lat.requests} requests)"))
@@ -117,6 +122,14 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         console.print(f"  {key:<{width}}  {value}", markup=False, soft_wrap=True)
+    labels = s.extra.get("labels") or {}
+    if labels:
+        console.print("  per label (requests, errors, latency of the answered)", markup=False)
+        width = max(len(label) for label in labels)
+        for label, st in labels.items():
+            console.print(f"    {label:<{width}}  {st['requests']} requests, {st['errors']} errors, "
+                          f"p50 {_fmt(st['p50_ms'], ' ms')}, p95 {_fmt(st['p95_ms'], ' ms')}, "
+                          f"p99 {_fmt(st['p99_ms'], ' ms')}", markup=False, soft_wrap=True)
 
 
 def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
@@ -447,13 +460,22 @@ def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary:
 
 @app.command()
 def run(
-    url: Annotated[str, typer.Option("--url", help="Endpoint to load, e.g. http://llm.example/infer.")],
-    profile: Annotated[str, typer.Option("--profile", help="e.g. '30s:5,60s:50,30s:5', ramps as '20s:5..50', "
-                                                           "or a bare rate with --duration.")],
+    url: Annotated[str | None, typer.Option("--url", help="Endpoint to load, e.g. http://llm.example/infer.")
+                   ] = None,
+    profile: Annotated[str | None, typer.Option(
+        "--profile", help="Open-loop rate profile, e.g. '30s:5,60s:50,30s:5', ramps as '20s:5..50', or a bare rate "
+                          "with --duration.")] = None,
+    taurus: Annotated[Path | None, typer.Option(
+        "--taurus", help="Run a Taurus YAML file's executions and scenarios instead (closed loop: virtual users that "
+                         "wait for each answer; docs/taurus.md).")] = None,
+    option: Annotated[list[str] | None, typer.Option(
+        "--option", "-o", help="With --taurus: override a setting as bzt -o does, e.g. -o execution.0.hold-for=30s "
+                               "(repeatable).")] = None,
     duration: Annotated[str | None, typer.Option("--duration", help="Total length (stretches the profile).")
                         ] = None,
-    timeout: Annotated[str, typer.Option("--timeout", help="Per-request timeout.")] = "5s",
-    max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="More in flight are dropped.")] = 256,
+    timeout: Annotated[str | None, typer.Option("--timeout", help="Per-request timeout (default 5s).")] = None,
+    max_inflight: Annotated[int | None, typer.Option(
+        "--max-inflight", min=1, help="More in flight are dropped (default 256).")] = None,
     method: Annotated[str | None, typer.Option("--method", help="HTTP method (default GET, POST with a body).")
                       ] = None,
     header: Annotated[list[str] | None, typer.Option(
@@ -463,8 +485,7 @@ def run(
         "--body", help="Request body sent with every request, e.g. an OpenAI /v1/completions JSON; Content-Type "
                        "defaults to application/json.")] = None,
     body_file: Annotated[Path | None, typer.Option("--body-file", help="Like --body, read from this file.")] = None,
-    arrivals: Annotated[Arrivals, typer.Option("--arrivals", help="poisson (default) or uniform.")
-                        ] = Arrivals.POISSON,
+    arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="poisson (default) or uniform.")] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Per-second timeline as CSV.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="PNG of the run.")] = None,
     summary: Annotated[Path | None, typer.Option("--summary", help="Write the summary as JSON here.")] = None,
@@ -482,38 +503,59 @@ def run(
     query: Annotated[str | None, typer.Option("--query", help="PromQL plotted and written to the CSV "
                                                               "(prom_value).")] = None,
 ) -> None:
-    """Open-loop load against URL; per-second CSV, plot and summary; optionally watch an HPA and a metric."""
+    """Load against URL (open loop, --profile) or a Taurus file's requests (closed loop, --taurus); per-second CSV,
+    plot and summary; optionally watch an HPA and a metric."""
     if plot is not None:
         require_extra("--plot", "loadtest", "matplotlib")
     if query is not None:
         require_extra("--query", "loadtest", "prometheus_api_client", "requests")
     from loadtest.kube import ClusterWatcher, api_client
     from loadtest.live import Progress
-    from loadtest.run import RunOptions, RunOutputs, run_load
+    from loadtest.run import RunOptions, RunOutputs, TaurusOptions, run_load, run_taurus
+    from loadtest.taurus.plan import load_plan
 
     if bool(prometheus_url) != bool(query):
         raise UsageError("--prometheus-url and --query go together")
     if metric is not None and not metric.startswith("/"):
         raise UsageError(f"--metric {metric!r}: expected an API path starting with /")
-    if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url {url!r}: expected an http:// or https:// URL")
-    content = _request_body(body, body_file)
-    headers = parse_headers(header or [], "--header")
-    if content is not None and not any(name.lower() == "content-type" for name, _ in headers):
-        headers.append(("Content-Type", "application/json"))
-    options = RunOptions(url=url, profile=_profile_option(profile, duration),
-                         method=(method or ("POST" if content is not None else "GET")).upper(),
-                         headers=tuple(headers), body=content,
-                         timeout_s=parse_duration(timeout), max_inflight=max_inflight, arrivals=arrivals,
-                         watch_interval_s=parse_duration(watch_interval), prometheus_url=prometheus_url, query=query,
-                         metric_label=(metric or hpa or "metric").rsplit("/", 1)[-1].split("?")[0])
+    watch = {"watch_interval_s": parse_duration(watch_interval), "prometheus_url": prometheus_url, "query": query,
+             "metric_label": (metric or hpa or "metric").rsplit("/", 1)[-1].split("?")[0]}
+    if taurus is not None:
+        given = {"--url": url, "--profile": profile, "--duration": duration, "--timeout": timeout,
+                 "--max-inflight": max_inflight, "--method": method, "--header": header, "--body": body,
+                 "--body-file": body_file, "--arrivals": arrivals}
+        clash = next((flag for flag, value in given.items() if value), None)
+        if clash:
+            raise UsageError(f"{clash}: not with --taurus (the file says what to send, and how much)")
+        options: RunOptions | TaurusOptions = TaurusOptions(plan=load_plan(taurus, option or []), **watch)
+    else:
+        if option:
+            raise UsageError("-o/--option: only with --taurus (it overrides the file's settings)")
+        if url is None or profile is None:
+            raise UsageError("give --url and --profile (open loop), or --taurus FILE (closed loop)")
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"--url {url!r}: expected an http:// or https:// URL")
+        content = _request_body(body, body_file)
+        headers = parse_headers(header or [], "--header")
+        if content is not None and not any(name.lower() == "content-type" for name, _ in headers):
+            headers.append(("Content-Type", "application/json"))
+        options = RunOptions(url=url, profile=_profile_option(profile, duration),
+                             method=(method or ("POST" if content is not None else "GET")).upper(),
+                             headers=tuple(headers), body=content, timeout_s=parse_duration(timeout or "5s"),
+                             max_inflight=max_inflight or 256, arrivals=arrivals or Arrivals.POISSON, **watch)
     _prepare_outputs(csv_path, plot, summary)
     watcher = None
     if hpa or metric:
         watcher = ClusterWatcher(api_client(kubeconfig, context), namespace, hpa, metric)
     console = Console(highlight=False)
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest run")
-    result = _cancellable(lambda: run_load(options, watcher, RunOutputs(csv_path, plot, summary), progress))
+    outputs = RunOutputs(csv_path, plot, summary)
+    if isinstance(options, TaurusOptions):
+        taurus_options = options
+        result = _cancellable(lambda: run_taurus(taurus_options, watcher, outputs, progress))
+    else:
+        load_options = options
+        result = _cancellable(lambda: run_load(load_options, watcher, outputs, progress))
     print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
     if result.interrupted:
         raise typer.Exit(130)
@@ -550,4 +592,4 @@ def replica(
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
     clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed,
-                                              MissingExtra, CapacityOptionError))
+                                              MissingExtra, CapacityOptionError, TaurusFileError))

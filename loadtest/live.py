@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rich import box
@@ -18,9 +19,9 @@ class Snapshot:
     """The state at ``t`` seconds; rates and latencies are those of the last complete second."""
 
     t: float
-    duration: float
+    duration: float  # infinite while unknown (a closed loop that ends by iterations)
     phase: str
-    target_rps: float
+    target_rps: float | None  # None: no target rate (a closed loop without a throughput cap)
     sent: int
     ok: int
     errors_total: int
@@ -38,6 +39,8 @@ class Snapshot:
     waiting_target: float | None = None
     held: int | None = None  # requests waiting at the gateway (scale-to-zero demo)
     seen: tuple[tuple[str, float | None, float | None], ...] = ()  # (label, value the HPA read, Value target)
+    users: int | None = None  # closed loop: virtual users running, and planned
+    target_users: int | None = None
 
     def hpa_sees(self, sep: str = "/") -> str:
         """What the HPA last read against its target(s): the GPU metric, the queue, or both; ``seen`` instead
@@ -60,6 +63,14 @@ def _num(value: float | None, unit: str = "", digits: int = 0) -> str:
 
 def _count(value: int | None) -> str:
     return "-" if value is None else str(value)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f}s" if math.isfinite(value) else "?"
 
 
 class Progress:
@@ -106,21 +117,26 @@ class Progress:
         waiting = "" if s.waiting is None else f" waiting {_num(s.waiting, digits=1)}"
         if s.held is not None:
             waiting += f" held at the gateway {s.held}"
-        return (f"[{s.t:5.0f}s/{s.duration:.0f}s] {s.phase:<9} rate {s.sent}/{s.target_rps:.0f} rps ok {s.ok} "
-                f"p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | GPU {_num(s.gpu_util, '%')}{waiting} "
-                f"HPA sees {s.hpa_sees()} | replicas {_count(s.current)} (desired {_count(s.desired)}) | "
+        users = "" if s.users is None else f"users {s.users}/{_count(s.target_users)} "
+        return (f"[{s.t:5.0f}s/{_seconds(s.duration)}] {s.phase:<9} {users}rate {s.sent}/{_rate(s.target_rps)} rps "
+                f"ok {s.ok} p50 {_num(s.p50_ms, 'ms')} p95 {_num(s.p95_ms, 'ms')} | "
+                f"GPU {_num(s.gpu_util, '%')}{waiting} HPA sees {s.hpa_sees()} | "
+                f"replicas {_count(s.current)} (desired {_count(s.desired)}) | "
                 f"errors {s.errors_total} dropped {s.dropped_total}")
 
     def _table(self, s: Snapshot) -> Group:
-        table = Table(title=f"{self.title}  {s.t:.0f}s / {s.duration:.0f}s  ({s.phase})", title_justify="left",
+        table = Table(title=f"{self.title}  {s.t:.0f}s / {_seconds(s.duration)}  ({s.phase})", title_justify="left",
                       box=box.SIMPLE_HEAD, pad_edge=False)
         columns = ["sent/target", "ok", "p50", "p95", "GPU", "waiting", "HPA sees", "replicas", "errors", "dropped"]
-        cells = [f"{s.sent}/{s.target_rps:.0f}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
+        cells = [f"{s.sent}/{_rate(s.target_rps)}", str(s.ok), _num(s.p50_ms, " ms"), _num(s.p95_ms, " ms"),
                  _num(s.gpu_util, " %"), _num(s.waiting, digits=1), s.hpa_sees(" / "),
                  f"{_count(s.current)} ({_count(s.desired)})", str(s.errors_total), str(s.dropped_total)]
         if s.held is not None:
             columns.insert(6, "held")
             cells.insert(6, str(s.held))
+        if s.users is not None:
+            columns.insert(0, "users")
+            cells.insert(0, f"{s.users}/{_count(s.target_users)}")
         for column in columns:
             table.add_column(column, justify="right", no_wrap=True)
         table.add_row(*cells)

@@ -18,12 +18,13 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import httpx
 
 from loadtest.profile import Profile
 
-__all__ = ["Arrivals", "LoadGenerator", "SecondStats", "percentile"]
+__all__ = ["Arrivals", "LoadGenerator", "Recorder", "SecondStats", "exchange", "percentile"]
 
 _IDLE_STEP_S = 0.05  # how far the schedule advances while the target rate is 0
 _EPSILON_S = 1e-9
@@ -43,6 +44,18 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+async def exchange(client: httpx.AsyncClient, method: str, url: str, **options: Any) -> str | None:
+    """Send one request and read its answer: ``None`` when it succeeded, else what failed (``HTTP 503``,
+    ``timeout``, or the kind of transport error). ``options`` go to ``client.request``."""
+    try:
+        response = await client.request(method, url, **options)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    return f"HTTP {response.status_code}" if response.status_code >= 400 else None
+
+
 @dataclass
 class SecondStats:
     sent: int = 0
@@ -55,7 +68,48 @@ class SecondStats:
         return percentile(self.latencies, q)
 
 
-class LoadGenerator:
+class Recorder:
+    """A load run's per-second buckets and error kinds, as both load generators record them (the open loop here,
+    the closed loop of ``loadtest.closedloop``): a request counts as ``sent`` in the second it was sent (or due),
+    ``ok``/``errors`` and its latency in the second it finished."""
+
+    def __init__(self) -> None:
+        self.seconds: list[SecondStats] = []
+        self.error_kinds: Counter[str] = Counter()
+        self.started_at: float | None = None  # loop time of t = 0
+
+    def second(self, index: int) -> SecondStats:
+        while len(self.seconds) <= index:
+            self.seconds.append(SecondStats())
+        return self.seconds[index]
+
+    def elapsed(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return asyncio.get_running_loop().time() - self.started_at
+
+    def totals(self) -> SecondStats:
+        total = SecondStats()
+        for s in self.seconds:
+            total.sent += s.sent
+            total.dropped += s.dropped
+            total.ok += s.ok
+            total.errors += s.errors
+        return total
+
+    def record(self, since: float, done: float, error: str | None) -> None:
+        """A finished request: ``since`` is when its latency counts from, ``done`` when it finished (loop times)."""
+        assert self.started_at is not None
+        bucket = self.second(max(int(done - self.started_at), 0))
+        if error is None:
+            bucket.ok += 1
+            bucket.latencies.append(max(done - since, 0.0))
+        else:
+            bucket.errors += 1
+            self.error_kinds[error] += 1
+
+
+class LoadGenerator(Recorder):
     """Drives ``profile`` against the URL ``target()`` returns at each send (``None``: no endpoint is ready,
     counted as an error like a Service without endpoints)."""
 
@@ -74,6 +128,7 @@ class LoadGenerator:
     ) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be at least 1")
+        super().__init__()
         self.profile = profile
         self.target = target
         self.method = method
@@ -82,36 +137,14 @@ class LoadGenerator:
         self.timeout_s = timeout_s
         self.max_inflight = max_inflight
         self.arrivals = arrivals
-        self.seconds: list[SecondStats] = []
-        self.error_kinds: Counter[str] = Counter()
         self.inflight = 0
-        self.started_at: float | None = None  # loop time of t = 0
         self._random = random.Random(seed)
         self._tasks: set[asyncio.Task[None]] = set()
-
-    def second(self, index: int) -> SecondStats:
-        while len(self.seconds) <= index:
-            self.seconds.append(SecondStats())
-        return self.seconds[index]
 
     def has_row(self, index: int) -> bool:
         """Whether second ``index`` has a timeline row: it lies in the profile, or requests sent during the profile
         finished in it (a drain second; its bucket exists once the first of them finished)."""
         return index < self.profile.duration or index < len(self.seconds)
-
-    def elapsed(self) -> float:
-        if self.started_at is None:
-            return 0.0
-        return asyncio.get_running_loop().time() - self.started_at
-
-    def totals(self) -> SecondStats:
-        total = SecondStats()
-        for s in self.seconds:
-            total.sent += s.sent
-            total.dropped += s.dropped
-            total.ok += s.ok
-            total.errors += s.errors
-        return total
 
     def _gap(self, rate: float) -> float:
         if self.arrivals is Arrivals.POISSON:
@@ -160,7 +193,7 @@ class LoadGenerator:
         bucket.sent += 1
         url = self.target()
         if url is None:
-            self._finish(due, asyncio.get_running_loop().time(), "no ready endpoint")
+            self.record(due, asyncio.get_running_loop().time(), "no ready endpoint")
             return
         self.inflight += 1
         task = asyncio.create_task(self._request(client, url, due))
@@ -168,25 +201,8 @@ class LoadGenerator:
         task.add_done_callback(self._tasks.discard)
 
     async def _request(self, client: httpx.AsyncClient, url: str, due: float) -> None:
-        error: str | None = None
         try:
-            response = await client.request(self.method, url, headers=self.headers, content=self.body)
-            if response.status_code >= 400:
-                error = f"HTTP {response.status_code}"
-        except httpx.TimeoutException:
-            error = "timeout"
-        except httpx.HTTPError as exc:
-            error = type(exc).__name__
+            error = await exchange(client, self.method, url, headers=self.headers, content=self.body)
         finally:
             self.inflight -= 1
-        self._finish(due, asyncio.get_running_loop().time(), error)
-
-    def _finish(self, due: float, done: float, error: str | None) -> None:
-        assert self.started_at is not None
-        bucket = self.second(max(int(done - self.started_at), 0))
-        if error is None:
-            bucket.ok += 1
-            bucket.latencies.append(max(done - due, 0.0))
-        else:
-            bucket.errors += 1
-            self.error_kinds[error] += 1
+        self.record(due, asyncio.get_running_loop().time(), error)

@@ -52,13 +52,26 @@ def plot_timeline(
     fig.suptitle(title, fontsize=12)
     seconds = [r.t for r in rows]
 
-    rate.step(seconds, [r.target_rps for r in rows], where="post", color="grey", linestyle="--", label="target")
+    closed = any(r.users is not None for r in rows)
+    if any(r.target_rps is not None for r in rows):
+        xs, ys = _gapped(rows, "target_rps")
+        rate.step(xs, ys, where="post", color="grey", linestyle="--",
+                  label="throughput cap" if closed else "target")
     rate.step(seconds, [r.sent for r in rows], where="post", color="tab:blue", label="sent")
     rate.step(seconds, [r.ok for r in rows], where="post", color="tab:green", label="ok")
     if any(r.errors or r.dropped for r in rows):
         rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color="tab:red",
                   label="errors + dropped")
     rate.set_ylabel("requests / s")
+    rate.set_ylim(bottom=0)
+    if closed:  # the closed loop's virtual users, on their own axis
+        users = rate.twinx()
+        xs, ys = _series(rows, "users")
+        users.step(xs, ys, where="post", color="tab:purple", linewidth=1.5, label="virtual users")
+        users.set_ylabel("virtual users")
+        users.set_ylim(bottom=0)
+        users.yaxis.get_major_locator().set_params(integer=True)
+        users.legend(loc="upper right", fontsize=8)
 
     for name, label, color in (("p50_ms", "p50", "tab:blue"), ("p95_ms", "p95", "tab:orange")):
         xs, ys = _gapped(rows, name)

@@ -1,4 +1,5 @@
-"""``gpu-loadtest run``: open-loop load against any HTTP endpoint, optionally watching a cluster's HPA and a
+"""``gpu-loadtest run``: load against any HTTP endpoint, open-loop from a rate profile (``--profile``) or
+closed-loop from a Taurus file (``--taurus``: ``loadtest.closedloop``), optionally watching a cluster's HPA and a
 custom-metrics path while it runs, then a per-second CSV, the plot and a summary."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.closedloop import ClosedLoopShape, VirtualUsers
 from loadtest.kube import ClusterReading, ClusterWatcher
 from loadtest.live import Progress, Snapshot
 from loadtest.loadgen import Arrivals, LoadGenerator
@@ -16,9 +18,15 @@ from loadtest.profile import Profile
 from loadtest.promrange import per_second
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
-from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.taurus.plan import TaurusPlan
+from loadtest.timeline import LoadShape, SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
-__all__ = ["LoadRun", "RunOptions", "RunOutputs", "RunResult", "run_load"]
+__all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "RunOutputs", "RunResult", "TaurusOptions", "run_load",
+           "run_taurus"]
+
+CLOSED_LOOP = ("closed loop: each virtual user waits its think time, sends a request and waits for the answer before "
+               "its next, so the request rate follows the service (unlike --profile's open loop, which sends at its "
+               "rate whatever the answers)")
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,18 @@ class RunOptions:
 
 
 @dataclass(frozen=True)
+class TaurusOptions:
+    """A closed-loop run of a Taurus plan, and what is watched beside it (as ``RunOptions``'s last fields)."""
+
+    plan: TaurusPlan
+    watch_interval_s: float = 2.0
+    prometheus_url: str | None = None
+    query: str | None = None
+    metric_label: str = "metric"
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
 class RunOutputs:
     csv: Path | None = None
     plot: Path | None = None
@@ -54,13 +74,16 @@ class RunResult:
 
 
 class LoadRun:
-    def __init__(self, options: RunOptions, watcher: ClusterWatcher | None, progress: Progress) -> None:
+    """Drives ``load`` (open or closed loop) while watching the cluster; ``shape`` names each second's phase and
+    target."""
+
+    def __init__(self, load: LoadGenerator | VirtualUsers, shape: LoadShape, options: RunOptions | TaurusOptions,
+                 watcher: ClusterWatcher | None, progress: Progress) -> None:
         self.options = options
         self.watcher = watcher
         self.progress = progress
-        self.loadgen = LoadGenerator(options.profile, lambda: options.url, method=options.method,
-                                     headers=options.headers, body=options.body, timeout_s=options.timeout_s,
-                                     max_inflight=options.max_inflight, arrivals=options.arrivals)
+        self.loadgen = load
+        self.shape = shape
         self.state: dict[int, dict[str, Any]] = {}
         self.syncs: list[SyncRecord] = []
         self.reading: ClusterReading | None = None
@@ -99,21 +122,23 @@ class LoadRun:
             return
         reading = self.reading
         hpa = reading.hpa if reading else None
+        users = self.loadgen.users_in(second) if isinstance(self.loadgen, VirtualUsers) else None
         self.state[second] = {
             "hpa_metric": hpa.metric if hpa else None, "metric_target": hpa.target if hpa else None,
             "desired_replicas": hpa.desired_replicas if hpa else None,
             "current_replicas": hpa.current_replicas if hpa else None,
-            "metric_value": reading.metric if reading else None}
+            "metric_value": reading.metric if reading else None, "users": users}
         load = self.loadgen.second(second)
         totals = self.loadgen.totals()
-        profile = self.options.profile
+        shape = self.shape
         shown = hpa.metric if hpa and hpa.metric is not None else (reading.metric if reading else None)
         self.progress.update(Snapshot(
-            t=second + 1, duration=profile.duration, phase=phase_of(profile, second),
-            target_rps=profile.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
+            t=second + 1, duration=shape.duration, phase=phase_of(shape, second),
+            target_rps=shape.rate_at(second + 0.5), sent=load.sent, ok=load.ok, errors_total=totals.errors,
             dropped_total=totals.dropped, p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), hpa_metric=shown,
             metric_target=hpa.target if hpa else None, current=hpa.current_replicas if hpa else None,
-            desired=hpa.desired_replicas if hpa else None))
+            desired=hpa.desired_replicas if hpa else None, users=users,
+            target_users=self.options.plan.users_at(second + 0.5) if isinstance(self.options, TaurusOptions) else None))
 
     async def _sample(self) -> None:
         loop = asyncio.get_running_loop()
@@ -153,10 +178,42 @@ def _ms(seconds: float | None) -> float | None:
 async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs: RunOutputs,
                    progress: Progress) -> RunResult:
     """Run the profile; a cancellation (Ctrl-C) ends it early with the partial timeline."""
-    run = LoadRun(options, watcher, progress)
+    profile = options.profile
+    load = LoadGenerator(profile, lambda: options.url, method=options.method, headers=options.headers,
+                         body=options.body, timeout_s=options.timeout_s, max_inflight=options.max_inflight,
+                         arrivals=options.arrivals)
+    run = LoadRun(load, profile, options, watcher, progress)
+    return await _report(run, outputs, title=f"gpu-loadtest run: {options.url}",
+                         load_step_at=profile.load_step_at, load_drop_at=profile.load_drop_at, extra={
+                             "url": options.url, "method": options.method,
+                             "header_names": [name for name, _ in options.headers],
+                             "body_bytes": None if options.body is None else len(options.body),
+                             "profile": profile.text(), "arrivals": options.arrivals.value})
+
+
+async def run_taurus(options: TaurusOptions, watcher: ClusterWatcher | None, outputs: RunOutputs,
+                     progress: Progress) -> RunResult:
+    """Run the Taurus plan's virtual users (the closed loop); a cancellation ends it early, as ``run_load``."""
+    plan = options.plan
+    users = VirtualUsers(plan, seed=options.seed)
+    shape = ClosedLoopShape(plan, users)
+    run = LoadRun(users, shape, options, watcher, progress)
+    progress.event(f"{plan.source}: {plan.text()}")
+    progress.event(CLOSED_LOOP)
+    for note in plan.notes:
+        progress.event(f"note: {note}")
+    return await _report(run, outputs, title=f"gpu-loadtest run --taurus {plan.source.name} (closed loop)",
+                         load_step_at=shape.load_step_at, load_drop_at=shape.load_drop_at, extra={
+                             "taurus": str(plan.source), "load": "closed loop", "executions": plan.text(),
+                             "notes": list(plan.notes)})
+
+
+async def _report(run: LoadRun, outputs: RunOutputs, *, title: str, load_step_at: float | None,
+                  load_drop_at: float | None, extra: dict[str, Any]) -> RunResult:
+    """Drive the run, then build its timeline and summary, and write the CSV, plot and summary JSON asked for."""
     interrupted = False
     try:
-        with progress:
+        with run.progress:
             await run.drive()
     except asyncio.CancelledError:
         interrupted = True
@@ -164,9 +221,10 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
         if task is not None:
             task.uncancel()
     finally:
-        if watcher is not None:
-            watcher.close()
-    rows = build_rows(options.profile, run.loadgen.seconds, run.state)
+        if run.watcher is not None:
+            run.watcher.close()
+    options = run.options
+    rows = build_rows(run.shape, run.loadgen.seconds, run.state)
     if interrupted:
         rows = rows[:len(run.state)]
     if options.prometheus_url and options.query and run.wall_start is not None and rows:
@@ -176,12 +234,10 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
             run.warnings.append(f"--query returned {series} series; the plot and CSV show their mean")
         for row in rows:
             row.prom_value = values.get(int(row.t))
-    profile = options.profile
-    summary = summarize(rows, run.syncs, profile.load_step_at, profile.load_drop_at, extra={
-        "url": options.url, "method": options.method, "header_names": [name for name, _ in options.headers],
-        "body_bytes": None if options.body is None else len(options.body), "profile": profile.text(),
-        "arrivals": options.arrivals.value,
-        "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
+    if isinstance(run.loadgen, VirtualUsers):  # the labels' counts over the seconds the timeline has
+        extra["labels"] = {label: stats.to_json() for label, stats in run.loadgen.labels(len(rows)).items()}
+    summary = summarize(rows, run.syncs, load_step_at, load_drop_at, extra={
+        **extra, "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
         "csv": str(outputs.csv) if outputs.csv else None, "plot": str(outputs.plot) if outputs.plot else None,
         "interrupted": interrupted, "warnings": run.warnings})
     if outputs.csv is not None:
@@ -189,9 +245,8 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
     if outputs.plot is not None and rows:
         from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
 
-        plot_timeline(rows, run.syncs, outputs.plot, title=f"gpu-loadtest run: {options.url}",
-                      metric_label=options.metric_label, load_step_at=profile.load_step_at,
-                      load_drop_at=profile.load_drop_at)
+        plot_timeline(rows, run.syncs, outputs.plot, title=title, metric_label=options.metric_label,
+                      load_step_at=load_step_at, load_drop_at=load_drop_at)
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
     return RunResult(summary, rows, run.syncs, interrupted, run.warnings)

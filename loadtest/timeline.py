@@ -7,12 +7,24 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from loadtest.loadgen import SecondStats
-from loadtest.profile import Profile
 
-__all__ = ["SyncRecord", "TimelineRow", "build_rows", "phase_of", "write_csv"]
+__all__ = ["LoadShape", "SyncRecord", "TimelineRow", "build_rows", "phase_of", "write_csv"]
+
+
+class LoadShape(Protocol):
+    """What a run's timeline needs of its load (a ``Profile``, or the closed loop's ``ClosedLoopShape``): how long
+    it is planned to last, and each moment's phase and target rate (``None``: the load has no target rate, as a
+    closed loop without a throughput cap)."""
+
+    @property
+    def duration(self) -> float: ...
+
+    def phase_at(self, t: float) -> str: ...
+
+    def rate_at(self, t: float) -> float | None: ...
 
 
 @dataclass
@@ -32,12 +44,13 @@ class TimelineRow:
     loop: ``nodes`` and ``node_gpus`` (nodes that exist, launching ones included, and their GPUs),
     ``gpus_allocatable`` (GPUs the device plugins report), ``pending_pods`` (the workload's pods waiting for a GPU),
     ``placeholders`` (headroom pods holding a GPU) and ``gpu_node_seconds`` (the nodes' GPU-seconds since the load
-    started, in real-time equivalents).
+    started, in real-time equivalents). A closed loop (``run --taurus``): ``users`` the virtual users running at
+    the end of the second; ``target_rps`` its throughput cap, empty without one.
     """
 
     t: float
     phase: str
-    target_rps: float
+    target_rps: float | None
     sent: int = 0
     ok: int = 0
     errors: int = 0
@@ -66,6 +79,7 @@ class TimelineRow:
     pending_pods: int | None = None
     placeholders: int | None = None
     gpu_node_seconds: float | None = None
+    users: int | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
 
 
@@ -105,12 +119,12 @@ def write_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
             writer.writerow([_csv_value(getattr(row, name)) for name in names])
 
 
-def phase_of(profile: Profile, second: int) -> str:
+def phase_of(profile: LoadShape, second: int) -> str:
     """The row's phase: the profile's, or ``drain`` after it while sent requests still finish."""
     return profile.phase_at(second) if second < profile.duration else "drain"
 
 
-def build_rows(profile: Profile, seconds: Sequence[SecondStats],
+def build_rows(profile: LoadShape, seconds: Sequence[SecondStats],
                state: Mapping[int, Mapping[str, Any]]) -> list[TimelineRow]:
     """One row per second of ``profile``, then ``drain`` rows while requests sent during it still finished: the
     load generator's buckets plus whatever was observed at the end of that second (``state[k]``: values for the
@@ -122,10 +136,17 @@ def build_rows(profile: Profile, seconds: Sequence[SecondStats],
         during = k < in_profile
         rows.append(TimelineRow(
             t=float(k), phase=phase_of(profile, k),
-            target_rps=round(profile.rate_at(min(k + 0.5, profile.duration)), 3) if during else 0.0,
+            target_rps=_target(profile, k, during),
             sent=load.sent, ok=load.ok, errors=load.errors, dropped=load.dropped,
             p50_ms=_ms(load.p(50)), p95_ms=_ms(load.p(95)), latencies_s=list(load.latencies), **state.get(k, {})))
     return rows
+
+
+def _target(profile: LoadShape, second: int, during: bool) -> float | None:
+    """The target rate of a row: mid-second (the profile's last rate in its last, partial second); after the
+    profile, 0, or none for a load without a target rate."""
+    rate = profile.rate_at(min(second + 0.5, profile.duration) if during else profile.duration + 1.0)
+    return None if rate is None else round(rate, 3)
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -44,6 +44,17 @@ def test_bad_rules_file_is_one_line_naming_file_rule_and_field(tmp_path: Path, r
     (["serve", "--prometheus-url", "http://p:9090", "--prometheus-verb", "PUT"], "--prometheus-verb"),
     (["serve", "--prometheus-url", "http://p:9090", "--prometheus-header", "=value"], "--prometheus-header"),
     (["serve", "--no-such-flag"], "No such option: --no-such-flag"),
+    # The shutdown flags: upstream refuses a negative delay; a Retry-After window needs a delay before it.
+    (["serve", "--prometheus-url", "http://p:9090", "--shutdown-delay-duration", "-5s"],
+     "--shutdown-delay-duration '-5s': a negative duration"),
+    (["serve", "--prometheus-url", "http://p:9090", "--shutdown-drain-timeout", "-1s"],
+     "--shutdown-drain-timeout '-1s': a negative duration"),
+    (["serve", "--prometheus-url", "http://p:9090", "--shutdown-delay-duration", "soon"],
+     "--shutdown-delay-duration 'soon'"),
+    (["serve", "--prometheus-url", "http://p:9090", "--shutdown-send-retry-after"],
+     "--shutdown-send-retry-after needs --shutdown-delay-duration"),
+    (["serve", "--prometheus-url", "http://p:9090", "--shutdown-send-retry-after", "--shutdown-delay-duration", "0s"],
+     "--shutdown-send-retry-after needs --shutdown-delay-duration"),
 ])
 def test_bad_flags_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
     out = run(*args, "--cert-dir", str(tmp_path)) if args[-1] != "--no-such-flag" else run(*args)

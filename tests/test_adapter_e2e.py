@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.support.adapter_metrics import metric_value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint
-from tests.support.prometheus import PrometheusServer
+from tests.support.prometheus import PrometheusServer, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
@@ -376,30 +380,70 @@ def test_https_only_with_tls_1_2_or_newer_and_a_kept_self_signed_certificate(sta
         assert not raw.recv(64).startswith(b"HTTP/")
 
 
-def test_not_ready_until_discovery_completes_and_a_wrong_url_is_named(tmp_path: Path) -> None:
-    """A wrong --prometheus-url shows where a user looks first: one log line at start, the readiness reason (the
-    pod stays unready, so the APIService says MissingEndpoints) and every request's 503 name the URL and the error."""
-    from tests.support.adapter_metrics import metric_value
-    from tests.support.prometheus import free_port
-    from tests.support.waiting import wait_until
-
+def test_ready_without_prometheus_and_a_wrong_url_is_named(tmp_path: Path) -> None:
+    """Ready means "can serve the API" (as k8s.io/apiserver servers behave): with Prometheus away, discovery answers
+    an empty list, so the APIService stays Available (kubectl api-resources and namespace deletion keep working),
+    and every metric request gets a 503 Status naming the URL and the error. A wrong --prometheus-url shows in one
+    log line at start (not one per retry), in /readyz's text and in those 503s."""
     nowhere = f"http://127.0.0.1:{free_port()}/prom"  # nothing listens: series discovery cannot complete
-    adapter = AdapterProcess(nowhere, str(tmp_path / "certs"), ["--prometheus-timeout", "1s"], wait_ready=False)
+    adapter = AdapterProcess(nowhere, str(tmp_path / "certs"), ["--prometheus-timeout", "1s"])
     try:
-        assert adapter.get("/healthz").status_code == 200  # alive, so the kubelet does not restart it
-        # not ready: no catalogue to answer from; once the first relist failed, the reason says why
+        assert adapter.get("/healthz").status_code == 200
         wait_until(lambda: (metric_value(adapter, "gpu_adapter_discovery_failures_total") or 0) >= 3,
                    what="three failed relists")
         ready = adapter.get("/readyz")
-        assert ready.status_code == 503
-        assert ready.text.startswith(f"metrics discovery has not completed yet: cannot list series from Prometheus "
-                                     f"at {nowhere}: Prometheus unreachable: ")
+        assert ready.status_code == 200
+        reason = (f"metrics discovery has not completed yet: cannot list series from Prometheus at {nowhere}: "
+                  f"Prometheus unreachable: ")
+        assert ready.text.startswith(f"ok: no metric is listed until Prometheus answers ({reason}")
+        for version in ("v1beta1", "v1beta2"):
+            listed = get_json(adapter, f"{BASE}/{version}")
+            assert listed["kind"] == "APIResourceList" and listed["resources"] == []
+        assert get_json(adapter, "/apis")["groups"][0]["name"] == "custom.metrics.k8s.io"
         body = get_json(adapter, f"{BASE}/v1beta1/namespaces/ml/pods/infer-0/DCGM_FI_DEV_GPU_UTIL", 503)
-        assert body["message"] == ready.text
+        assert body["kind"] == "Status" and body["message"].startswith(reason)
     finally:
         log = adapter.stop()
     said = [line for line in log.splitlines() if f"cannot list series from Prometheus at {nowhere}" in line]
     assert len(said) == 1 and "is --prometheus-url right?" in said[0], log  # once, though retried
+
+
+class HeldPrometheus(BaseHTTPRequestHandler):
+    """A Prometheus that answers nothing until ``gate`` is set, then 503 to everything."""
+
+    gate = threading.Event()
+
+    def do_GET(self) -> None:
+        self.gate.wait(60)
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_not_ready_until_the_first_relist_has_finished(tmp_path: Path) -> None:
+    """A new replica in a rolling update must not answer "no such metric" for one that exists: it is unready
+    until its first relist has finished (here Prometheus holds it, then fails it)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), HeldPrometheus)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    adapter = AdapterProcess(f"http://127.0.0.1:{server.server_address[1]}", str(tmp_path / "certs"),
+                             ["--prometheus-timeout", "30s"], wait_ready=False)
+    try:
+        ready = adapter.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.text == "metrics discovery has not completed yet (the first series list is in progress)"
+        HeldPrometheus.gate.set()
+        wait_until(lambda: adapter.get("/readyz").status_code == 200, what="ready once the first relist failed")
+    finally:
+        HeldPrometheus.gate.set()
+        adapter.stop()
+        server.shutdown()
+        server.server_close()
 
 
 def test_verbosity_6_logs_every_rendered_promql(stack: tuple) -> None:

@@ -112,7 +112,7 @@ def test_everything_on_renders_every_resource(all_on):
     kinds = {d["kind"] for d in all_on}
     assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
                      "Secret", "Deployment", "Service", "PodDisruptionBudget", "APIService", "ServiceMonitor",
-                     "DaemonSet", "PrometheusRule", "NodePool", "EC2NodeClass", "Pod"}
+                     "DaemonSet", "PrometheusRule", "NodePool", "EC2NodeClass", "Pod", "ResourceQuota"}
     assert {d["metadata"]["name"] for d in find(all_on, "APIService")} == {
         "v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
     assert all(d["metadata"]["labels"]["team"] == "ml-platform" for d in all_on)
@@ -269,6 +269,8 @@ def test_the_adapter_serves_the_chart_certificate_with_the_chart_arguments(defau
             arg = f"--secure-port={port}"
         if arg.startswith("--prometheus-url="):
             arg = f"--prometheus-url=http://127.0.0.1:{free_port()}"  # nothing listens: discovery just fails
+        if arg.startswith("--shutdown-delay-duration="):
+            arg = "--shutdown-delay-duration=0s"  # no Service here to leave: stop at once
         args.append(arg)
     # --disable-auth: no kube-apiserver here to delegate authentication to (never in the manifests).
     proc = subprocess.Popen([sys.executable, "-m", "adapter", *args, "--bind-address=127.0.0.1", "--disable-auth"],

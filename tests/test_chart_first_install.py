@@ -54,7 +54,7 @@ def test_default_install_on_a_bare_cluster_leaves_out_the_operator_kinds():
     docs = installed(render(api_versions=BARE))
     assert kinds(docs) == {"ServiceAccount": 2, "Secret": 1, "ConfigMap": 2, "ClusterRole": 2,
                            "ClusterRoleBinding": 3, "RoleBinding": 1, "Service": 2, "DaemonSet": 1,
-                           "Deployment": 1, "PodDisruptionBudget": 1, "APIService": 2}
+                           "Deployment": 1, "PodDisruptionBudget": 1, "APIService": 2, "ResourceQuota": 1}
 
 
 def test_default_install_with_kube_prometheus_stack_adds_its_objects():
@@ -223,6 +223,7 @@ CLUSTER_TYPES = [
     ("apps", "v1", "daemonsets", "DaemonSet", True), ("policy", "v1", "poddisruptionbudgets",
                                                       "PodDisruptionBudget", True),
     ("apiregistration.k8s.io", "v1", "apiservices", "APIService", False),
+    ("", "v1", "resourcequotas", "ResourceQuota", True),
 ]
 OPERATOR_TYPES = [("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
                   ("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", True),

@@ -256,6 +256,25 @@ def test_adapter_deployment_is_hardened_and_highly_available(rendered):
             "pod-security.kubernetes.io/enforce"] == "restricted"
 
 
+def test_adapter_drains_within_its_grace_period_and_its_critical_class_is_admitted(rendered):
+    """The chart's lifecycle defaults (tests/test_chart_lifecycle.py) in the plain manifests too."""
+    for variant in OVERLAYS:
+        pod = one(rendered[variant], "Deployment", "gpu-metrics-adapter")["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        assert {"--shutdown-delay-duration=15s", "--shutdown-drain-timeout=10s"} <= set(args)
+        assert pod["terminationGracePeriodSeconds"] == 30
+        assert [c["topologyKey"] for c in pod["topologySpreadConstraints"]] == [
+            "kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+        quota = one(rendered[variant], "ResourceQuota")
+        assert quota["metadata"]["namespace"] == pod_namespace(rendered[variant])
+        assert quota["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == [pod["priorityClassName"]]
+        assert "hard" not in quota["spec"]
+
+
+def pod_namespace(docs):
+    return one(docs, "Deployment", "gpu-metrics-adapter")["metadata"]["namespace"]
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_adapter_cli_accepts_the_deployment_arguments(rendered, overlay):

@@ -8,6 +8,8 @@ Prometheus that is down."""
 from __future__ import annotations
 
 import json
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -416,5 +418,42 @@ def test_prometheus_down_is_unavailable(tmp_path: Path) -> None:
                     return exc.details()
                 return None
             assert "unable to fetch metrics" in wait_until(unavailable, 20, "UNAVAILABLE")
+        finally:
+            client.close()
+
+
+def test_shutdown_drains_the_scaler_streams_end_ok_and_keda_is_sent_away(tmp_path: Path) -> None:
+    """SIGTERM with a delay: calls and streams are served through the delay; then gRPC's GOAWAY, and an open
+    StreamIsActive ends with status OK (KEDA's io.EOF: it reconnects after 2 s, without an error and without a
+    growing back-off), the process exits 0."""
+    with Stack(tmp_path, ["--keda-scaler-insecure", "--shutdown-delay-duration", "2s"]) as running:
+        assert running.adapter is not None
+        client = KedaClient(f"127.0.0.1:{running.scaler_port}")
+        trigger = client.trigger("llama", "llm", GATEWAY_QUEUE)
+        ended: dict[str, Any] = {}
+        try:
+            assert served(trigger) == 9
+            stream = client.stub.StreamIsActive(trigger.ref, timeout=60)
+            assert next(stream).result is True
+
+            def read_to_the_end() -> None:
+                try:
+                    ended["extra"] = list(stream)
+                    ended["code"] = stream.code()
+                except grpc.RpcError as exc:
+                    ended["code"] = exc.code()
+
+            reader = threading.Thread(target=read_to_the_end, daemon=True)
+            reader.start()
+            running.adapter.proc.send_signal(signal.SIGTERM)
+            running.adapter.output.wait_for("shutdown initiated")
+            assert trigger.value() == 9  # the delay: still served
+            assert reader.is_alive()
+            running.adapter.output.wait_for("KEDA external scaler draining")
+            reader.join(20)
+            assert ended == {"extra": [], "code": grpc.StatusCode.OK}
+            code, _ = status_of(trigger.is_active)  # no new call once drained
+            assert code == grpc.StatusCode.UNAVAILABLE
+            assert running.adapter.proc.wait(30) == 0
         finally:
             client.close()

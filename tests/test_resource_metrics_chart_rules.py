@@ -53,7 +53,10 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess
         endpoint.text = exposition(1, start_ms + 10_000)
         wait_until(lambda: prom.query("count(count_over_time(node_memory_MemTotal_bytes[5m]) >= 2)"), 30,
                    "the second sample in Prometheus")
-        process = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml")])
+        # The samples keep their fixed timestamps (for an exact irate), so they age while the tests run: no
+        # sample-age limit here (tests/test_resource_values.py checks that policy on these rules).
+        process = AdapterProcess(prom.url, str(tmp / "certs"), ["--config", str(tmp / "rules.yaml"),
+                                                                 "--max-sample-age", "0"])
         yield process
     finally:
         if process is not None:

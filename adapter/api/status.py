@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError",
-            503: "ServiceUnavailable"}
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 429: "TooManyRequests",
+            500: "InternalError", 503: "ServiceUnavailable"}
 
 
 class ApiError(Exception):

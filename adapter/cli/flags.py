@@ -124,6 +124,19 @@ SERVING = (
          "Comma-separated TLS 1.2 cipher suites (Go/IANA names); default: OpenSSL's secure set."),
     Flag("--permit-port-sharing", bool, False, "Bind with SO_REUSEPORT, so several processes can share the port."),
 )
+SHUTDOWN = (  # k8s.io/apiserver's flags of the same names (pkg/server/options/server_run_options.go)
+    Flag("--shutdown-delay-duration", str, "0s",
+         "After SIGTERM, keep serving this long with /readyz failing (and Connection: close on every response), so "
+         "the endpoint's removal reaches every node before the listener closes; 0s: close at once, as upstream. "
+         "The chart and manifests set 15s (docs/adapter.md says why)."),
+    Flag("--shutdown-send-retry-after", bool, False,
+         "Once the delay is over, keep listening until the requests in flight are done, answering new ones 429 "
+         "with Retry-After: 5 and Connection: close (probes and /metrics are still served); needs "
+         "--shutdown-delay-duration."),
+    Flag("--shutdown-drain-timeout", str, "10s",
+         "How long requests in flight may take to finish once the delay is over; then the process exits. The "
+         "pod's terminationGracePeriodSeconds must cover the delay plus this."),
+)
 DISCOVERY = (
     Flag("--metrics-relist-interval", str, "1m", "How often Prometheus' series are listed again."),
     Flag("--metrics-max-age", str | None, None,
@@ -193,7 +206,7 @@ KEDA = (
     Flag("--keda-scaler-stream-interval", str, "5s",
          "How often a StreamIsActive stream (trigger type external-push) evaluates its trigger."),
 )
-SERVE = (*PROMETHEUS, *SERVING, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
+SERVE = (*PROMETHEUS, *SERVING, *SHUTDOWN, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
 
 # -- check and explain --------------------------------------------------------------------------------------------
 CHECK = (*PROMETHEUS_FOR_TOOLS, Flag("--metrics-max-age", str, "5m", "Look-back for series discovery."))

@@ -25,7 +25,10 @@ from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
 from adapter.rules.resources import BUILTIN
 from adapter.rules.source import RulesSource
 from adapter.server.app import AdapterState, create_app
+from adapter.server.certreload import ServingCertificate
 from adapter.server.certs import self_signed
+from adapter.server.lifecycle import GracefulServer, Lifecycle
+from adapter.server.lifecycle import run as run_until_stopped
 from adapter.server.logs import FORMATS, configure_logging
 from adapter.server.selfmetrics import AdapterMetrics
 from adapter.server.serving import listening_socket, server_context, uvicorn_config
@@ -39,10 +42,11 @@ def serve(options: Options) -> None:
         raise UsageError(f"--logging-format {options.logging_format!r}: expected text or json")
     configure_logging(options.v, options.logging_format)
     adapter = build(options)
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn_config(create_app(adapter.state), options.bind_address, options.secure_port,
-                                           adapter.tls, log_config=None))
+    lifecycle = adapter.state.lifecycle
+    server = GracefulServer(uvicorn_config(create_app(adapter.state), options.bind_address, options.secure_port,
+                                           adapter.tls, log_config=None,
+                                           timeout_graceful_shutdown=lifecycle.listener_close_timeout_s),
+                            lifecycle)
     try:
         sock = listening_socket(options.bind_address, options.secure_port, reuse_port=options.permit_port_sharing)
     except OSError as exc:
@@ -59,13 +63,13 @@ def serve(options: Options) -> None:
     # Everything built so far (modules, rules, the app) lives as long as the process: out of the collector's sight,
     # a full collection no longer walks it all.
     gc.freeze()
-    server.run(sockets=[sock])
+    run_until_stopped(server, sockets=[sock])
 
 
 @dataclass
 class Adapter:
     state: AdapterState
-    tls: Any  # ssl.SSLContext
+    tls: Any  # ssl.SSLContext: the listening one (its certificate follows the files, adapter.server.certreload)
 
 
 def build(options: Options) -> Adapter:
@@ -92,6 +96,8 @@ def build(options: Options) -> Adapter:
     if max_age is not None and max_age < relist:
         raise UsageError("--metrics-max-age must be at least --metrics-relist-interval, or series are missed")
     sample_age = values.duration_or_zero(o.max_sample_age, "--max-sample-age") if o.max_sample_age else None
+    shutdown = values.shutdown_settings(o.shutdown_delay_duration, o.shutdown_send_retry_after,
+                                        o.shutdown_drain_timeout)
     if bool(o.tls_cert_file) != bool(o.tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
     keda_options = keda_flags(o)
@@ -126,7 +132,8 @@ def build(options: Options) -> Adapter:
     metrics.watch_rules(rules)
     metrics.watch_several_series(engine.series_conflicts)
     state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
-                         metrics=metrics, rules=rules, auth=auth)
+                         metrics=metrics, rules=rules, auth=auth, lifecycle=Lifecycle(shutdown))
+    metrics.watch_lifecycle(state.lifecycle)
     if resources is not None:
         state.background.append(resources)
     if api_client is not None:  # the Kubernetes API's watch caches
@@ -138,12 +145,16 @@ def build(options: Options) -> Adapter:
     else:  # only once every other setting has been accepted: a refused start writes nothing
         cert, key = self_signed(o.cert_dir, ["localhost", "127.0.0.1", "::1"])
         log.info("serving with a self-signed certificate from %s", o.cert_dir)
-    context = server_context(cert, key, None, request_client_certs=auth is not None, tls=tls)
+    serving = ServingCertificate(cert, key, lambda c, k: server_context(c, k, None,
+                                                                        request_client_certs=auth is not None, tls=tls))
     if auth is not None:
-        auth.attach_tls(context)
+        serving.configure(auth.attach_tls)
+    metrics.watch_serving_certificate(serving)
     if keda_options is not None:
-        state.background.append(keda_scaler(o, keda_options, state, cert, key))
-    return Adapter(state, context)
+        scaler = keda_scaler(o, keda_options, state, cert, key)
+        state.background.append(scaler)
+        state.lifecycle.on_drain(scaler.drain)
+    return Adapter(state, serving.listening)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from adapter.prometheus import credentials
 from adapter.prometheus.client import PrometheusConfig, header_name_ok, header_value_ok
 from adapter.prometheus.credentials import PrometheusCredentials
 from adapter.rules import RulesConfig, gpu_presets, load_rules
+from adapter.server.lifecycle import ShutdownSettings
 from adapter.server.serving import TLSSettings, TLSSettingsError
 
 log = logging.getLogger("adapter")
@@ -30,8 +31,22 @@ def duration(text: str, flag: str) -> float:
 
 
 def duration_or_zero(text: str, flag: str) -> float:
-    """A duration, or ``0`` to turn the feature off."""
-    return 0.0 if text.strip() == "0" else duration(text, flag)
+    """A duration, or zero (``0``, ``0s``) to turn the feature off; never negative."""
+    try:
+        seconds = goflag.parse_duration(text)
+    except goflag.FlagValueError as exc:
+        raise UsageError(f"{flag} {exc}") from None
+    return seconds if seconds > 0 else 0.0
+
+
+def shutdown_settings(delay: str, send_retry_after: bool, drain_timeout: str) -> ShutdownSettings:
+    """The ``--shutdown-*`` flags; upstream refuses a negative delay, and a Retry-After window needs a delay to follow
+    (without one, new requests would be turned away while the endpoint still receives them)."""
+    delay_s = duration_or_zero(delay, "--shutdown-delay-duration")
+    if send_retry_after and delay_s == 0:
+        raise UsageError("--shutdown-send-retry-after needs --shutdown-delay-duration (e.g. 15s): without a delay, "
+                         "new requests would get 429 while the Service still sends them here")
+    return ShutdownSettings(delay_s, duration_or_zero(drain_timeout, "--shutdown-drain-timeout"), send_retry_after)
 
 
 def csv(text: str, flag: str) -> list[str]:

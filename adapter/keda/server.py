@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,9 @@ from typing import Any
 import grpc
 from grpc import aio
 
+from adapter.filewatch import WatchedFiles
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.servicer import ExternalScalerServicer
 
 log = logging.getLogger("adapter.keda")
 
@@ -52,18 +53,8 @@ class CertificateFiles:
 
     def __init__(self, tls: ScalerTLS) -> None:
         self.tls = tls
-        self._paths = [p for p in (tls.cert_file, tls.key_file, tls.client_ca_file) if p]
-        self._seen = self._stamp()
-
-    def _stamp(self) -> tuple[Any, ...]:
-        stamps = []
-        for path in self._paths:
-            try:
-                st = os.stat(path)
-                stamps.append((st.st_ino, st.st_mtime_ns, st.st_size))
-            except OSError:
-                stamps.append(None)
-        return tuple(stamps)
+        self.files = WatchedFiles((tls.cert_file, tls.key_file, tls.client_ca_file), self.configuration,
+                                  "KEDA scaler certificate files", log)
 
     def configuration(self) -> Any:
         ca = Path(self.tls.client_ca_file).read_bytes() if self.tls.client_ca_file else None
@@ -72,20 +63,10 @@ class CertificateFiles:
 
     def changed(self) -> Any:
         """gRPC's fetcher: a new configuration when the files changed since last read, else None (keep)."""
-        stamp = self._stamp()
-        if stamp == self._seen or None in stamp:
-            return None
-        try:
-            configuration = self.configuration()
-        except (OSError, ValueError) as exc:  # half-written during a swap: keep serving the old one
-            log.warning("KEDA scaler certificates changed but could not be read (%s); keeping the previous ones", exc)
-            return None
-        self._seen = stamp
-        log.info("KEDA scaler: certificate files changed; new connections use them")
-        return configuration
+        return self.files.refresh()
 
     def credentials(self) -> grpc.ServerCredentials:
-        return grpc.dynamic_ssl_server_credentials(self.configuration(), self.changed,
+        return grpc.dynamic_ssl_server_credentials(self.files.current, self.changed,
                                                    require_client_authentication=self.tls.client_ca_file is not None)
 
 
@@ -96,12 +77,13 @@ def address(host: str, port: int) -> str:
 class KedaScalerServer:
     """A background task of the app: ``start`` inside the running loop (the lifespan), ``stop`` at shutdown."""
 
-    def __init__(self, settings: ScalerSettings, servicer: pb_grpc.ExternalScalerServicer) -> None:
+    def __init__(self, settings: ScalerSettings, servicer: ExternalScalerServicer) -> None:
         self.settings = settings
         self.servicer = servicer
         self.port: int | None = None
         self._server: aio.Server | None = None
         self._starting: asyncio.Future[None] | None = None
+        self._stopping: asyncio.Future[None] | None = None
 
     def start(self) -> None:
         s = self.settings
@@ -119,8 +101,24 @@ class KedaScalerServer:
                                                    else "TLS")
         log.info("KEDA external scaler listening on %s (%s)", address(s.host, self.port), mode)
 
+    async def drain(self, timeout_s: float) -> None:
+        """The server's drain (adapter.server.lifecycle): gRPC's stop sends GOAWAY to KEDA's connections and takes
+        no new call; calls in flight get ``timeout_s``, open streams end with status OK (the servicer's
+        ``end_streams``), so KEDA reconnects, through the Service, to a replica that stays."""
+        if self._server is None or self._stopping is not None:
+            return
+        if self._starting is not None:
+            await self._starting
+        log.info("KEDA external scaler draining: GOAWAY sent, open streams end")
+        self._stopping = asyncio.ensure_future(self._server.stop(grace=timeout_s))
+        self.servicer.end_streams()
+        await self._stopping
+
     async def stop(self) -> None:
         if self._server is None:
+            return
+        if self._stopping is not None:  # drained: wait for the end of it
+            await self._stopping
             return
         if self._starting is not None:
             await self._starting

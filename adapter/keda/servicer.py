@@ -45,6 +45,7 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         self.custom = custom
         self.external = external
         self.stream_interval_s = stream_interval_s
+        self._draining = asyncio.Event()  # set when the server drains: open streams end with status OK
         self._durations = Histogram(
             "gpu_adapter_keda_request_duration_seconds",
             "KEDA external-scaler calls, by method and gRPC status code (streams: their whole life).",
@@ -68,6 +69,20 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
         except ResourceError:
             return False  # the provider answers it
         return await self.custom.engine.select(group_resource, query.path.namespace, query.label_selector) == []
+
+    def end_streams(self) -> None:
+        """Draining: every open ``StreamIsActive`` ends with status OK at once. KEDA reads that as a clean end
+        (io.EOF in pkg/scalers/external_scaler.go runStreamIsActive: no error logged, its back-off reset to 2 s)
+        and opens the stream again, on a connection to another replica once the GOAWAY has arrived."""
+        self._draining.set()
+
+    async def _pause(self) -> bool:
+        """Wait one stream interval; True when the server drains meanwhile."""
+        try:
+            await asyncio.wait_for(self._draining.wait(), self.stream_interval_s)
+        except TimeoutError:
+            return False
+        return True
 
     # -- the service's methods -------------------------------------------------------------------------------
     async def GetMetricSpec(self, request: pb.ScaledObjectRef, context: Any) -> pb.GetMetricSpecResponse:
@@ -123,7 +138,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                     if now != last:
                         last = now
                         yield pb.IsActiveResponse(result=now)
-                await asyncio.sleep(self.stream_interval_s)
+                if self._draining.is_set() or await self._pause():
+                    log.debug("StreamIsActive %s/%s ended: the server drains", namespace, request.name)
+                    return
         except (asyncio.CancelledError, GeneratorExit):  # KEDA closed the stream, or the server stops
             code = grpc.StatusCode.CANCELLED
             raise

@@ -74,7 +74,13 @@ class Discovery:
 
     @property
     def ready(self) -> bool:
+        """A catalogue exists: the last successful relist's."""
         return self.catalogue is not None
+
+    @property
+    def answered(self) -> bool:
+        """The first relist has finished, successfully or not: discovery can answer (an empty list at worst)."""
+        return self.catalogue is not None or self.failures_total > 0
 
     @property
     def prometheus_url(self) -> str:

@@ -16,9 +16,9 @@ import collections
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from adapter.api.status import ApiError, bad_request, internal, unavailable
 from adapter.prometheus.client import PrometheusClient, PrometheusUnavailable, QueryFailed, Sample
@@ -106,27 +106,52 @@ class SeveralSeries:
 
     def __init__(self) -> None:
         self.totals: collections.Counter[tuple[str, str]] = collections.Counter()
-        self._logged: set[tuple[int, str | None, str]] = set()
+        self._logged: set[Hashable] = set()
 
     def record(self, binding: Binding, namespace: str | None, name: str, count: int, agreed: bool) -> None:
         rule = binding.rule
-        self.totals[rule_label(rule), "agreed" if agreed else "conflict"] += 1
-        key = (id(rule), namespace, name)
+        self.note(rule_label(rule), rule.describe, "metricsQuery", (id(rule), namespace, name),
+                  f"{binding.group_resource} {namespace + '/' if namespace else ''}{name} (metric {binding.metric})",
+                  count, agreed)
+
+    def note(self, rule: str, describe: str, field: str, key: Hashable, where: str, count: int, agreed: bool) -> None:
+        """One object's several series from ``rule`` (named ``describe`` in the log; its query is ``field``)."""
+        self.totals[rule, "agreed" if agreed else "conflict"] += 1
         if key in self._logged:
             return
         if len(self._logged) >= self._LOGGED_MAX:
             self._logged.clear()
         self._logged.add(key)
-        where = f"{binding.group_resource} {namespace + '/' if namespace else ''}{name}"
         if agreed:
-            log.warning("%s: its query returned %d series with one value for %s (metric %s); served that value. "
-                        "Aggregate by <<.GroupBy>> in metricsQuery to return one series per object.",
-                        rule.describe, count, where, binding.metric)
+            log.warning("%s: its query returned %d series with one value for %s; served that value. "
+                        "Aggregate by <<.GroupBy>> in %s to return one series per object.",
+                        describe, count, where, field)
         else:
-            log.warning("%s: its query returned %d series with different values for %s (metric %s); the object "
-                        "gets no value from this rule. Aggregate by <<.GroupBy>> in metricsQuery (e.g. "
-                        "avg by (<<.GroupBy>>) (...)) to return one series per object.",
-                        rule.describe, count, where, binding.metric)
+            log.warning("%s: its query returned %d series with different values for %s; the object "
+                        "gets no value from this rule. Aggregate by <<.GroupBy>> in %s (e.g. "
+                        "avg by (<<.GroupBy>>) (...)) to return one series per object.", describe, count, where, field)
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def pick_values(groups: Mapping[K, list[Sample]], recent: Container[K] | None,
+                several: Callable[[K, int, bool], None]) -> dict[K, Sample]:
+    """The value policy, for every API: per object (``groups``: its samples from one rule's query), the value when
+    it has exactly one, or several that agree (``several`` is told either way); none when they differ, when it is
+    NaN or Inf, or when the object is not ``recent`` (its series have no sample within the sample-age limit; None:
+    not checked)."""
+    usable: dict[K, Sample] = {}
+    for key, group in groups.items():
+        first = group[0]
+        if len(group) > 1:
+            agreed = math.isfinite(first.value) and all(s.value == first.value for s in group)
+            several(key, len(group), agreed)
+            if not agreed:
+                continue
+        if math.isfinite(first.value) and (recent is None or key in recent):
+            usable[key] = first
+    return usable
 
 
 class Engine:
@@ -219,15 +244,7 @@ class Engine:
                 continue
             by_object.setdefault(name, []).append(sample)
         recent = None if fresh is None else {s.labels.get(label) for s in fresh}
-        usable = {}
-        for name, group in by_object.items():
-            first = group[0]
-            if len(group) > 1:
-                agreed = math.isfinite(first.value) and all(s.value == first.value for s in group)
-                self.series_conflicts.record(binding, namespace, name, len(group), agreed)
-                if not agreed:
-                    continue
-            if math.isfinite(first.value) and (recent is None or name in recent):
-                usable[name] = first
-        return usable
+        return pick_values(by_object, recent,
+                           lambda name, count, agreed: self.series_conflicts.record(binding, namespace, name, count,
+                                                                                    agreed))
 

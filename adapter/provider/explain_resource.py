@@ -35,12 +35,16 @@ class _Recording(ResourceMetrics):
         super().__init__(engine, rules)
         self.queries: tuple[str, str] | None = None
         self.answers: tuple[list[Sample], list[Sample]] = ([], [])
+        self.freshness: dict[str, list[Sample]] = {}  # rule label -> its freshness query's answer
         self.selected: list[str] | None = None
 
-    async def _query(self, queries: tuple[str, str]) -> tuple[list[Sample], list[Sample]]:
+    async def _query(self, queries: tuple[str, str], extra: tuple[str, ...] = (),
+                     extra_labels: tuple[str, ...] = ()) -> list[list[Sample]]:
         self.queries = queries
-        self.answers = await super()._query(queries)
-        return self.answers
+        answers = await super()._query(queries, extra, extra_labels)
+        self.answers = (answers[0], answers[1])
+        self.freshness = dict(zip(extra_labels, answers[2:], strict=True))
+        return answers
 
     async def _names(self, gr: Any, namespace: str | None, label_selector: str) -> list[str] | None:
         self.selected = await super()._names(gr, namespace, label_selector)
@@ -84,9 +88,10 @@ async def explain_resource(engine: Engine, rules: Callable[[], ResourceRules | N
                                             recording.answers, strict=True):
         if not promql:
             continue
+        why = _Why(samples, recording.freshness.get(where), rule, path)
         queries.append({"rule": f"{where}.{'nodeQuery' if path.resource == 'nodes' else 'containerQuery'}",
                         "promql": promql,
-                        "samples": [_sample(s, rule, path, used, containers) for s in samples]})
+                        "samples": [_sample(s, rule, path, used, containers, why) for s in samples]})
     names = recording.selected if path.name is None else [path.name]
     return {"request": request,
             "objects": {"labelSelector": label_selector, "names": names,
@@ -94,8 +99,36 @@ async def explain_resource(engine: Engine, rules: Callable[[], ResourceRules | N
             "queries": queries, "items": items if status is None else [], "status": status}
 
 
+class _Why:
+    """Why a sample made no value, under the engine's policy: it differs from another series of its object, or the
+    object's series had no recent sample (the freshness query's answer, where one was asked)."""
+
+    def __init__(self, samples: list[Sample], fresh: list[Sample] | None, rule: Any, path: ResourcePath) -> None:
+        self.rule, self.path = rule, path
+        values: dict[tuple[Any, ...], set[float]] = {}
+        for s in samples:
+            values.setdefault(self.key(s), set()).add(s.value)
+        self.conflicts = {k for k, v in values.items() if len(v) > 1}
+        self.recent = None if fresh is None else {self.key(s) for s in fresh}
+
+    def key(self, sample: Sample) -> tuple[Any, ...]:
+        labels, rule = sample.labels, self.rule
+        if self.path.resource == "nodes":
+            return (labels.get(rule.label(NODE)),)
+        ns = self.path.namespace if self.path.namespace is not None else labels.get(rule.label(NAMESPACE))
+        return ns, labels.get(rule.label(POD)), labels.get(rule.container_label)
+
+    def reason(self, sample: Sample, what: str) -> str:
+        key = self.key(sample)
+        if key in self.conflicts:
+            return f"the {what} has several series with different values (no value from this rule)"
+        if self.recent is not None and key not in self.recent:
+            return f"the {what}'s series have no sample within the sample-age limit (--max-sample-age)"
+        return _why_not(sample, what)
+
+
 def _sample(sample: Sample, rule: Any, path: ResourcePath, used: set[tuple[str | None, str]],
-            containers: set[tuple[str | None, str, str]]) -> dict[str, Any]:
+            containers: set[tuple[str | None, str, str]], why: _Why) -> dict[str, Any]:
     labels = sample.labels
     entry: dict[str, Any] = {"labels": dict(labels), "value": sample.value if math.isfinite(sample.value) else
                              str(sample.value), "time": rfc3339(sample.timestamp)}
@@ -103,16 +136,16 @@ def _sample(sample: Sample, rule: Any, path: ResourcePath, used: set[tuple[str |
         node = labels.get(rule.label(NODE))
         entry["object"] = node
         entry["used"] = (None, node) in used
-        why = None if entry["used"] else _why_not(sample, "node")
+        reason = None if entry["used"] else why.reason(sample, "node")
     else:
         ns = path.namespace if path.namespace is not None else labels.get(rule.label(NAMESPACE))
         pod, container = labels.get(rule.label(POD)), labels.get(rule.container_label)
         entry["object"] = f"{ns}/{pod}" + (f" {container}" if container else "")
         entry["used"] = (ns, pod or "", container or "") in containers
-        why = None if entry["used"] else (
-            "no container label (a pod-level aggregate)" if not container else _why_not(sample, "container"))
-    if why:
-        entry["unused"] = why
+        reason = None if entry["used"] else (
+            "no container label (a pod-level aggregate)" if not container else why.reason(sample, "container"))
+    if reason:
+        entry["unused"] = reason
     return entry
 
 

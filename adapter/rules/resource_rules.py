@@ -10,11 +10,12 @@ pkg/config ResourceRules; its pkg/resourceprovider builds the queries the same w
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from adapter.rules import schema
 from adapter.rules.errors import QueryError, RulesError
+from adapter.rules.freshness import all_fresh_query, lookback_s, range_series
 from adapter.rules.mapping import ResourceMapping
 from adapter.rules.promql import PromQLError, matcher, one_of
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs, regex_values, render_query
@@ -31,6 +32,25 @@ NAMESPACE = GroupResource("", "namespaces")
 
 
 @dataclass(frozen=True)
+class Reach:
+    """How far back a rendered query's samples may lie, and the series that do (``adapter.rules.freshness``)."""
+
+    lookback_s: float = 0.0
+    series: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, promql: str) -> Reach:
+        return cls(lookback_s(promql), range_series(promql))
+
+    def freshness(self, matchers: Sequence[str], by: Sequence[str], max_age_s: float | None) -> str | None:
+        """The query for the objects whose series all have a sample within the age limit, when this query can answer
+        from older ones (the engine's policy for every API); None when it cannot, or when nothing is named to ask."""
+        if max_age_s is None or self.lookback_s <= max_age_s or not self.series:
+            return None
+        return all_fresh_query(self.series, matchers, by, max_age_s)
+
+
+@dataclass(frozen=True)
 class ResourceQuery:
     """One of ``cpu``/``memory``. ``where`` is e.g. ``resourceRules.cpu`` (for messages)."""
 
@@ -39,6 +59,8 @@ class ResourceQuery:
     node_query: Template
     resources: ResourceMapping
     container_label: str
+    container_reach: Reach = Reach()
+    node_reach: Reach = Reach()
 
     def label(self, gr: GroupResource) -> str:
         found = self.resources.label_for_resource(gr)
@@ -48,6 +70,14 @@ class ResourceQuery:
 
     def render_pods(self, namespace: str | None, names: Sequence[str] | None) -> str:
         """Pods ``names`` (None: every pod with series) in ``namespace`` (None: all namespaces), by container."""
+        return render_query(self.container_query, self._pod_args(namespace, names))
+
+    def fresh_pods(self, namespace: str | None, names: Sequence[str] | None, max_age_s: float | None) -> str | None:
+        """Which of those containers have recent samples, when ``containerQuery`` can answer from older ones."""
+        args = self._pod_args(namespace, names)
+        return self.container_reach.freshness(args.label_matchers, args.group_by, max_age_s)
+
+    def _pod_args(self, namespace: str | None, names: Sequence[str] | None) -> QueryArgs:
         pod = self.label(POD)
         matchers, values = [], {}
         try:
@@ -62,16 +92,23 @@ class ResourceQuery:
         group_by: tuple[str, ...] = (pod, self.container_label)
         if namespace is None:
             group_by = (self.label(NAMESPACE), *group_by)
-        return render_query(self.container_query, QueryArgs("", tuple(matchers), group_by, values))
+        return QueryArgs("", tuple(matchers), group_by, values)
 
     def render_nodes(self, names: Sequence[str] | None) -> str:
+        return render_query(self.node_query, self._node_args(names))
+
+    def fresh_nodes(self, names: Sequence[str] | None, max_age_s: float | None) -> str | None:
+        args = self._node_args(names)
+        return self.node_reach.freshness(args.label_matchers, args.group_by, max_age_s)
+
+    def _node_args(self, names: Sequence[str] | None) -> QueryArgs:
         node = self.label(NODE)
         try:
             matchers = (one_of(node, names) if names is not None else matcher(node, "!=", ""),)
         except PromQLError as exc:
             raise QueryError(str(exc)) from None
         values = {node: regex_values(names) if names is not None else ".+"}
-        return render_query(self.node_query, QueryArgs("", matchers, (node,), values))
+        return QueryArgs("", matchers, (node,), values)
 
 
 @dataclass(frozen=True)
@@ -109,14 +146,16 @@ def _rule(raw: object, where: str, parser: _ParserLike) -> ResourceQuery:
     for gr in (POD, NAMESPACE, NODE):
         if rule.resources.label_for_resource(gr) is None:
             raise parser.fail(f"{where}.resources", f"must name a label for {gr.resource} (an override or template)")
+    rendered = {}
     for field, render in (("containerQuery", lambda: rule.render_pods("ns", ["a", "b"])),
                           ("containerQuery", lambda: rule.render_pods(None, None)),
                           ("nodeQuery", lambda: rule.render_nodes(["n1", "n2"]))):
         try:
-            render()
+            rendered[field] = render()
         except QueryError as exc:
             raise parser.fail(f"{where}.{field}", f"renders invalid PromQL: {exc}") from None
-    return rule
+    return replace(rule, container_reach=Reach.of(rendered["containerQuery"]),
+                   node_reach=Reach.of(rendered["nodeQuery"]))
 
 
 class _ParserLike(Protocol):  # the helpers of adapter.rules.config._Parser this module uses (typing only)

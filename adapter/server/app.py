@@ -50,6 +50,7 @@ from adapter.provider.explain import explain
 from adapter.provider.external import ExternalMetrics
 from adapter.provider.resource import ResourceMetrics
 from adapter.rules.source import RulesSource
+from adapter.server.lifecycle import DrainRequests, Lifecycle
 from adapter.server.observe import ObserveRequests
 from adapter.server.selfmetrics import CONTENT_TYPE, AdapterMetrics
 
@@ -75,6 +76,7 @@ class AdapterState:
     auth: AuthStack | None = None  # None: --disable-auth
     on_shutdown: list[Callable[[], None]] = field(default_factory=list)
     background: list[Background] = field(default_factory=list)
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)  # where the server is between start and exit
 
     def __post_init__(self) -> None:
         self.custom = CustomMetrics(self.engine)
@@ -210,9 +212,18 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         return PlainTextResponse("ok")
 
     async def ready(_: Request) -> Response:
-        if state.discovery.ready:
+        """Ready means "can serve the API": discovery answers (the last catalogue, or an empty one while Prometheus
+        is away: metric requests then get a 503 Status) and the server is not shutting down. Before the first
+        relist has finished it is not ready, so a new replica in a rolling update never answers "no such metric"
+        for one that exists."""
+        if state.lifecycle.shutting_down:
+            return PlainTextResponse("shutting down", status_code=503)
+        discovery = state.discovery
+        if discovery.ready:
             return PlainTextResponse("ok")
-        return PlainTextResponse(state.discovery.waiting_reason(), status_code=503)
+        if discovery.answered:
+            return PlainTextResponse(f"ok: no metric is listed until Prometheus answers ({discovery.waiting_reason()})")
+        return PlainTextResponse(discovery.waiting_reason(), status_code=503)
 
     async def openapi(_: Request) -> Response:
         # The aggregator skips a 404 gracefully ("assuming the server won't provide any spec").
@@ -251,6 +262,9 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     if state.auth is not None:
         auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
         app.add_middleware(auth_class, **auth_kwargs)
+    # Inside the observation (a 429 is timed and logged), outside authentication (upstream's WithRetryAfter runs
+    # before authentication too: a request turned away costs no review).
+    app.add_middleware(DrainRequests, lifecycle=state.lifecycle)
     # Outermost middleware: keep this the LAST add_middleware call. Middleware added before it (authentication,
     # authorization) runs inside it, so requests they end with 401/403 are still timed and logged.
     app.add_middleware(ObserveRequests, metrics=state.metrics)

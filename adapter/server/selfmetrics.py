@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from adapter.prometheus.discovery import Discovery
     from adapter.prometheus.querycache import QueryCache
     from adapter.rules.source import RulesSource
+    from adapter.server.certreload import ServingCertificate
+    from adapter.server.lifecycle import Lifecycle
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
@@ -110,6 +112,13 @@ class AdapterMetrics:
         """``stats()`` is called at each scrape and returns resource name -> ``KubeCacheStats``."""
         self._state.kube = stats
 
+    def watch_lifecycle(self, lifecycle: Lifecycle) -> None:
+        """The shutdown's phase and counts (adapter.server.lifecycle)."""
+        self._state.lifecycle = lifecycle
+
+    def watch_serving_certificate(self, serving: ServingCertificate) -> None:
+        self._state.serving = serving
+
     def exposition(self) -> bytes:
         """The text format 0.0.4 (``CONTENT_TYPE``), without prometheus_client's ``*_created`` series."""
         return generate_latest(_WithoutCreated(self.registry))
@@ -132,6 +141,8 @@ class _StateCollector:
         self.rules: RulesSource | None = None
         self.kube: KubeStatsSource | None = None
         self.several: SeveralSeriesStats | None = None
+        self.lifecycle: Lifecycle | None = None
+        self.serving: ServingCertificate | None = None
 
     def describe(self) -> Iterator[Metric]:
         return iter(self._families().values())
@@ -142,6 +153,8 @@ class _StateCollector:
         self._cache(families)
         self._rules(families)
         self._kube(families)
+        self._lifecycle(families)
+        self._serving(families)
         if self.several is not None:
             for (rule, outcome), count in sorted(self.several.totals.items()):
                 families["gpu_adapter_several_series"].add_metric([rule, outcome], count)
@@ -170,6 +183,17 @@ class _StateCollector:
             c("gpu_adapter_several_series", "Objects for which a rule's query returned several series, by rule "
               "and outcome: agreed (one value, served), conflict (different values: no value from that rule).",
               labels=["rule", "outcome"]),
+            g("gpu_adapter_shutdown_phase", "1 for the server's phase: serving, shutdown-delay (after SIGTERM: /readyz "
+              "fails, requests are served with Connection: close), draining (no new requests).", labels=["phase"]),
+            g("gpu_adapter_requests_in_flight", "API requests being answered (probes and /metrics not counted)."),
+            c("gpu_adapter_shutdown_connection_close", "Responses that told the client to close its connection "
+              "because the server is shutting down."),
+            c("gpu_adapter_shutdown_rejected_requests", "Requests answered 429 Retry-After while draining "
+              "(--shutdown-send-retry-after)."),
+            g("gpu_adapter_serving_certificate_expiry_timestamp_seconds",
+              "When the serving certificate in force expires (it is read again when its files change)."),
+            c("gpu_adapter_serving_certificate_reloads", "Serving certificate file changes, by result (applied, "
+              "refused: unreadable or not a matching pair, the previous one kept).", labels=["result"]),
         ]
         return {f.name: f for f in families}
 
@@ -206,6 +230,25 @@ class _StateCollector:
         config = rules.current
         f["gpu_adapter_rules"].add_metric(["rules"], len(config.rules))
         f["gpu_adapter_rules"].add_metric(["externalRules"], len(config.external_rules))
+
+    def _lifecycle(self, f: dict[str, Metric]) -> None:
+        lc = self.lifecycle
+        if lc is None:
+            return
+        for phase in type(lc.phase):
+            f["gpu_adapter_shutdown_phase"].add_metric([phase.value], 1 if phase is lc.phase else 0)
+        f["gpu_adapter_requests_in_flight"].add_metric([], lc.in_flight)
+        f["gpu_adapter_shutdown_connection_close"].add_metric([], lc.told_to_close_total)
+        f["gpu_adapter_shutdown_rejected_requests"].add_metric([], lc.rejected_total)
+
+    def _serving(self, f: dict[str, Metric]) -> None:
+        serving = self.serving
+        if serving is None:
+            return
+        if serving.not_after is not None:
+            f["gpu_adapter_serving_certificate_expiry_timestamp_seconds"].add_metric([], serving.not_after)
+        f["gpu_adapter_serving_certificate_reloads"].add_metric(["applied"], serving.files.reloads_total)
+        f["gpu_adapter_serving_certificate_reloads"].add_metric(["refused"], serving.files.failures_total)
 
     def _kube(self, f: dict[str, Metric]) -> None:
         if self.kube is None:

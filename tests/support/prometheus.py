@@ -8,15 +8,18 @@ targets to its scrape manager only every 5 s, so the first sample appears about 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from loadtest import prometheus as _runtime
 from loadtest.prometheus import PrometheusError, Target, free_port
+from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.tools import require_tool
+from tests.support.waiting import wait_until
 
-__all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "prometheus_factory"]
+__all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "prometheus_factory", "scraping"]
 
 
 class PrometheusServer(_runtime.PrometheusServer):
@@ -42,3 +45,18 @@ def prometheus_factory() -> Iterator[Callable[..., PrometheusServer]]:
     yield make
     for server in servers:
         server.stop()
+
+
+@contextmanager
+def scraping(exposition: str, metric: str, **kw: Any) -> Iterator[PrometheusServer]:
+    """A Prometheus scraping one endpoint that serves ``exposition`` (``honor_labels``, every second unless told
+    otherwise), yielded once ``metric`` has been scraped; both stopped on leaving."""
+    endpoint = MetricsEndpoint(exposition)
+    kw.setdefault("scrape_interval", "1s")
+    prom = PrometheusServer([endpoint.address], honor_labels=True, **kw)
+    try:
+        wait_until(lambda: prom.query(metric), 60, f"{metric} scraped")
+        yield prom
+    finally:
+        prom.stop()
+        endpoint.stop()

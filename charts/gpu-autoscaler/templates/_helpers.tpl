@@ -189,3 +189,35 @@ the adapter's source), in that order, as a YAML list of {rules, recordingRules};
 {{- end -}}
 {{- toYaml $chosen -}}
 {{- end -}}
+
+{{- /* The adapter pod's terminationGracePeriodSeconds: adapter.terminationGracePeriodSeconds when set, else the
+shutdown's delay + drain timeout (+ 2 s, upstream's final close, with sendRetryAfter) + 5 s to exit. A set value that
+leaves no time to drain, and a Retry-After window without a delay, fail `helm template` in one line. */ -}}
+{{- define "gpu-autoscaler.adapter.terminationGracePeriodSeconds" -}}
+{{- $a := .Values.adapter -}}
+{{- $s := $a.shutdown -}}
+{{- if and $s.sendRetryAfter (eq (int $s.delaySeconds) 0) -}}
+{{- fail "adapter.shutdown.sendRetryAfter needs adapter.shutdown.delaySeconds above 0: without a delay, new requests would get 429 while the Service still sends them to the pod" -}}
+{{- end -}}
+{{- $needed := add (int $s.delaySeconds) (int $s.drainTimeoutSeconds) (ternary 2 0 $s.sendRetryAfter) -}}
+{{- if kindIs "invalid" $a.terminationGracePeriodSeconds -}}
+{{- add $needed 5 -}}
+{{- else if le (int $a.terminationGracePeriodSeconds) (int $needed) -}}
+{{- fail (printf "adapter.terminationGracePeriodSeconds=%d leaves no time to drain: adapter.shutdown.delaySeconds (%d) + drainTimeoutSeconds (%d)%s = %d s must be less than it; raise it, lower the delay, or leave it empty (derived)" (int $a.terminationGracePeriodSeconds) (int $s.delaySeconds) (int $s.drainTimeoutSeconds) (ternary " + 2 (sendRetryAfter)" "" $s.sendRetryAfter) (int $needed)) -}}
+{{- else -}}
+{{- int $a.terminationGracePeriodSeconds -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The reserved priority classes the chart's pods use (system-cluster-critical, system-node-critical), as a
+list, for the ResourceQuota that admits them outside kube-system. */ -}}
+{{- define "gpu-autoscaler.criticalPriorityClasses" -}}
+{{- $used := list -}}
+{{- if .Values.adapter.enabled }}{{ $used = append $used .Values.adapter.priorityClassName }}{{ end -}}
+{{- if .Values.exporter.enabled }}{{ $used = append $used .Values.exporter.priorityClassName }}{{ end -}}
+{{- $critical := list -}}
+{{- range list "system-cluster-critical" "system-node-critical" -}}
+{{- if has . $used }}{{ $critical = append $critical . }}{{ end -}}
+{{- end -}}
+{{- toYaml $critical -}}
+{{- end -}}
