@@ -16,7 +16,13 @@ from rich.console import Console
 
 import clikit
 from clikit.extras import MissingExtra, require_extra
-from loadtest.capacity_options import PLACEHOLDER_IMAGES, CapacityOptionError, capacity_config
+from loadtest.capacity_options import (
+    CAPACITY_SURGES,
+    PLACEHOLDER_IMAGES,
+    CapacityOptionError,
+    capacity_config,
+    capacity_profile,
+)
 from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
 from loadtest.node_layer import CAPACITY_TIME_SCALE, NodesKind
@@ -139,8 +145,11 @@ def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
         phases = ", ".join(f"{k} {_fmt(v, ' s')}" for k, v in surge["phases_s"].items())
         reached = _fmt(surge["time_to_capacity_s"], " s") if surge["time_to_capacity_s"] is not None else \
             "not reached before the load fell"
+        behind = surge.get("behind_demand_s")
+        lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
+            f"; {_fmt(behind, ' s')} after the load needed them"
         lines.append((f"surge {surge['surge']}: time to capacity",
-                      f"{reached} ({surge['replicas_before']} -> {surge['replicas_asked']} replicas; {phases})"))
+                      f"{reached} ({surge['replicas_before']} -> {surge['replicas_asked']} replicas; {phases}{lag})"))
         lines.append((f"surge {surge['surge']}: waiting",
                       f"first new replica {_fmt(surge['first_replica_wait_s'], ' s')} for a GPU, "
                       f"{_fmt(surge['pending_pod_seconds'])} pending pod-seconds, {surge['requests_failed']} requests "
@@ -247,18 +256,24 @@ def demo(
                                               "--min-replicas 0).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
     nodes: Annotated[NodesKind | None, typer.Option(
-        "--nodes", help="GPU nodes under the replicas: karpenter (hpa-examples/karpenter/nodepool-gpu.yaml), "
-                        "cluster-autoscaler (hpa-examples/cluster-autoscaler/eksctl-gpu-nodegroups.yaml) or none "
-                        "(the default; karpenter with --headroom or --compare-capacity). With nodes, durations "
-                        "(--profile, --sync-period, --scale-down-window) are real-time figures run --time-scale "
-                        "times faster.")] = None,
+        "--nodes", help="GPU nodes under the replicas: karpenter (the default: hpa-examples/karpenter/"
+                        "nodepool-gpu.yaml), cluster-autoscaler (hpa-examples/cluster-autoscaler/"
+                        "eksctl-gpu-nodegroups.yaml) or none (replicas start at once; the default with --compare, "
+                        "--min-replicas 0, --metric gateway or --cold-start). With nodes, durations (--profile, "
+                        "--sync-period, --scale-down-window) are real-time figures run --time-scale times faster.")
+    ] = None,
+    surge: Annotated[str, typer.Option(
+        "--surge", help="With nodes: the load's surge from 8 to 55 requests/s, step (at once, held 35 min) or ramp "
+                        "(over 10 min, held 30), after 5 min at 8 and followed by 15; --profile replaces it.")
+    ] = "step",
     headroom: Annotated[str | None, typer.Option(
         "--headroom", help="Placeholder replicas holding spare GPUs (priority -10, preemptionPolicy Never): a count, "
-                           "or auto (an HPA on the capacity-headroom preset's inference_queue_growth_rate).")] = None,
+                           "or auto[:MAX or :MIN..MAX] (an HPA on the capacity-headroom preset; default 1..4, the "
+                           "chart's headroom.auto).")] = None,
     compare_capacity: Annotated[bool, typer.Option(
-        "--compare-capacity", help="Run the two-surge load with no headroom, static headroom of one node (or "
-                                   "--headroom N) and auto headroom; print time to capacity, failed requests and "
-                                   "GPU-node-seconds side by side.")] = False,
+        "--compare-capacity", help="Run two surges with no headroom, static headroom of one node (or --headroom N) "
+                                   "and auto headroom; print time to capacity, failed requests and GPU-node-seconds "
+                                   "side by side.")] = False,
     time_scale: Annotated[float, typer.Option(
         "--time-scale", help="With --nodes: how many times faster than real time the demo runs (default 20).")
     ] = CAPACITY_TIME_SCALE,
@@ -268,11 +283,18 @@ def demo(
     nodepool: Annotated[Path | None, typer.Option("--nodepool", help="A Karpenter NodePool manifest.")] = None,
     node_groups: Annotated[Path | None, typer.Option("--node-groups", help="An eksctl ClusterConfig.")] = None,
     placeholder_image: Annotated[str, typer.Option(
-        "--placeholder-image", help="What the placeholders run: workload (its image, so a replica that takes the "
-                                    "GPU finds it pulled) or pause.")] = "workload",
+        "--placeholder-image", help="What the placeholders run: pause (the chart's default) or workload (its image, "
+                                    "as the chart's headroom.placeholders.prePullImage: a replica that takes the "
+                                    "GPU finds it pulled).")] = "pause",
     provisioning_time: Annotated[str | None, typer.Option(
         "--provisioning-time", help="Auto headroom: the time to capacity it plans for (default: the node, image "
                                     "and model phases added up).")] = None,
+    headroom_signal: Annotated[str, typer.Option(
+        "--headroom-signal", help="Auto headroom: what its HPA reads, requests (inference_request_rate_growth) or "
+                                  "queue (inference_queue_growth_rate).")] = "requests",
+    headroom_scale_up_window: Annotated[str | None, typer.Option(
+        "--headroom-scale-up-window", help="Auto headroom: its HPA's behavior.scaleUp.stabilizationWindowSeconds, "
+                                           "in real time.")] = None,
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
     require_extra("gpu-loadtest demo (its plot, --plot)", "loadtest", "matplotlib")
@@ -286,22 +308,33 @@ def demo(
     )
 
     if placeholder_image not in PLACEHOLDER_IMAGES:
-        raise UsageError(f"--placeholder-image {placeholder_image!r}: expected workload or pause")
-    if nodes is not NodesKind.NONE and (nodes is not None or headroom is not None or compare_capacity):
-        if min_replicas == 0 or metric is ScaleOn.GATEWAY or compare or cold_start is not None:
+        raise UsageError(f"--placeholder-image {placeholder_image!r}: expected pause or workload")
+    if surge not in CAPACITY_SURGES:
+        raise UsageError(f"--surge {surge!r}: expected {' or '.join(CAPACITY_SURGES)}")
+    pod_only = min_replicas == 0 or metric is ScaleOn.GATEWAY or compare or cold_start is not None
+    if nodes is None:  # GPU nodes unless the run asks for what only the pod-only loop has
+        nodes = NodesKind.NONE if pod_only and headroom is None and not compare_capacity else NodesKind.KARPENTER
+    if nodes is not NodesKind.NONE:
+        if pod_only:
             raise UsageError("--nodes does not combine with --min-replicas 0, --metric gateway, --compare or "
-                             "--cold-start (the model load is --node-timing model_load=...)")
+                             "--cold-start (the model load is --node-timing model_load=...); --nodes none runs "
+                             "the pod-only loop")
         config = capacity_config(nodes or NodesKind.KARPENTER, headroom=headroom, time_scale=time_scale,
                                  timings=node_timing or [], nodepool=nodepool, node_groups=node_groups,
                                  placeholder_image=placeholder_image, provisioning_time=provisioning_time,
-                                 replicas=1)
+                                 replicas=1, headroom_signal=headroom_signal,
+                                 headroom_scale_up_window=headroom_scale_up_window)
         k = config.time_scale
         window = None if scale_down_window is None else parse_duration(scale_down_window) / k
+        real = parse_profile(profile) if profile else None
+        if real is None and not quick:
+            real = capacity_profile(surge, 2 if compare_capacity else 1)
         settings = with_overrides(
-            capacity_settings(config, quick=quick, profile=parse_profile(profile) if profile else None),
+            capacity_settings(config, quick=quick, profile=real),
             sync_period_s=None if sync_period is None else parse_duration(sync_period) / k,
             scale_down_window_s=None if window is None else round(window), target=target,
-            max_replicas=max_replicas, arrivals=arrivals, scale_on=metric, queue_target=queue_target)
+            max_replicas=max_replicas, arrivals=arrivals, scale_on=metric, queue_target=queue_target,
+            min_replicas=min_replicas)
         _check(settings)
         plot = plot or Path("out/demo-capacity.png" if compare_capacity else "out/demo-nodes.png")
         _prepare_outputs(plot, summary, csv_path)
@@ -402,7 +435,7 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
 def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summary: Path | None,
                       csv_path: Path | None) -> None:
     from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-    from loadtest.demo import describe_hpa
+    from loadtest.demo import describe_hpa, describe_placeholders
     from loadtest.live import Progress
 
     capacity = settings.capacity
@@ -421,7 +454,8 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
     rows = [capacity_row(labels[n], r.summary) for n, r in results]
     real = settings.profile.scaled(time_factor=settings.time_scale).text()
     console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {real} in real time, run "
-                  f"{settings.time_scale:g}x faster; {describe_hpa(settings)}; figures in real-time seconds)",
+                  f"{settings.time_scale:g}x faster; {describe_hpa(settings)}; {describe_placeholders(capacity)}; "
+                  f"auto headroom {capacity.headroom_signal}, figures in real-time seconds)",
                   markup=False, soft_wrap=True)
     console.print(format_capacity_table(rows), markup=False, soft_wrap=True)
     for line in capacity_figures(rows):

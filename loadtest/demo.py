@@ -39,9 +39,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adapter.rules.capacity import GROWTH_METRIC, STEP, WINDOW, capacity_yaml
+from adapter.rules.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
 from adapter.rules.inference import recording_rules
 from clikit.durations import parse_prometheus_duration
+from loadtest.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
 from loadtest.deployment import DeploymentConfig, LocalDeployment, Replica
 from loadtest.gateway import QUEUE_METRIC as GATEWAY_QUEUE
 from loadtest.gateway import RUNNING_METRIC as GATEWAY_RUNNING
@@ -75,7 +76,7 @@ from loadtest.scale_on import QUEUE_METRIC, ScaleOn
 from loadtest.stack import MetricsStack, StackConfig
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
-from loadtest.time_to_capacity import measure, surges
+from loadtest.time_to_capacity import demand_for, measure, surges
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
@@ -144,17 +145,35 @@ class DemoSettings:
         t = self.capacity.timings
         return self.capacity.provisioning_s or t.node_s + t.image_pull_s + t.model_load_s
 
-    def placeholder_hpa_spec(self) -> HPASpec:
-        """The HPA on the placeholders: ``inference_queue_growth_rate`` of the workload's Deployment (Object),
-        AverageValue queue target per replica / time to capacity (in demo seconds), minReplicas 0."""
+    @property
+    def requests_per_replica(self) -> float:
+        """Requests per second one replica serves at the HPA's GPU target (25 at 40 ms and 100 %, so 15 at 60)."""
+        return 1000 / self.service_ms * self.target / 100
+
+    @property
+    def headroom_metric(self) -> tuple[str, float]:
+        """What the auto headroom's HPA reads, and the demand one replica stands for in its unit: the request rate's
+        growth and the requests per second a replica serves at target, or the queue's growth and the queue target
+        per replica."""
         assert self.capacity is not None
-        target = self.queue_target / (self.provisioning_s / self.time_scale)
+        if self.capacity.headroom_signal == "queue":
+            return GROWTH_METRIC, self.queue_target
+        return REQUEST_GROWTH_METRIC, self.requests_per_replica
+
+    def placeholder_hpa_spec(self) -> HPASpec:
+        """The HPA on the placeholders: the preset's metric of the workload's Deployment (Object), AverageValue the
+        demand a replica stands for / time to capacity (in demo seconds); its windows on the compressed clock."""
+        assert self.capacity is not None
+        c = self.capacity
+        metric, per_replica = self.headroom_metric
+        target = per_replica / (self.provisioning_s / self.time_scale)
         return HPASpec(
-            max_replicas=self.capacity.headroom, min_replicas=0,
-            metrics=(MetricSpec.object(GROWTH_METRIC, "Deployment/infer", average_value=f"{target:.4g}"),),
+            max_replicas=c.headroom, min_replicas=c.headroom_min,
+            metrics=(MetricSpec.object(metric, "Deployment/infer", average_value=f"{target:.4g}"),),
             behavior=Behavior(
-                scale_up=ScalingRules(policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
-                scale_down=ScalingRules(stabilization_window_seconds=round(300 / self.time_scale),
+                scale_up=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_up_s / self.time_scale),
+                                      policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
+                scale_down=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_down_s / self.time_scale),
                                         policies=self._policies(DEFAULT_SCALE_DOWN_POLICIES))))
 
     @property
@@ -249,12 +268,16 @@ class DemoSettings:
                 **({"nodes": self.capacity.kind.value, "time_scale": self.time_scale,
                     "headroom": f"auto:{self.capacity.headroom}" if self.capacity.headroom_auto
                     else self.capacity.headroom,
-                    "placeholder_image": self.capacity.placeholder_image,
+                    "placeholder_image": next(name for name, image in PLACEHOLDER_IMAGES.items()
+                                              if image == self.capacity.placeholder_image),
                     "node_timings_seconds": vars(self.capacity.timings),
                     "profile_real_time": self.profile.scaled(time_factor=self.time_scale).text(),
-                    **({"headroom_hpa": {"metric": GROWTH_METRIC, "averageValue": str(
+                    **({"headroom_hpa": {"metric": self.headroom_metric[0], "averageValue": str(
                         self.placeholder_hpa_spec().metrics[0].target_milli / 1000), "provisioning_seconds":
-                        self.provisioning_s, "queue_per_replica": self.queue_target}}
+                        self.provisioning_s, "per_replica": self.headroom_metric[1],
+                        "min_replicas": self.capacity.headroom_min, "max_replicas": self.capacity.headroom,
+                        "scale_up_stabilization_seconds": self.capacity.headroom_scale_up_s,
+                        "scale_down_stabilization_seconds": self.capacity.headroom_scale_down_s}}
                        if self.capacity.headroom_auto else {})}
                    if self.capacity is not None else {})}
 
@@ -273,22 +296,13 @@ ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"
                                    scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
                                    cold_start_s=2.0, gateway_timeout_s=15.0)
 
-# GPU nodes in the loop: the profile in real seconds, run on a clock compressed CAPACITY_TIME_SCALE times. Two surges
-# that ramp over 4 minutes, as traffic does, each held 35 minutes: without headroom each round of scale-ups waits a
-# node's 3 minutes, the image's 5.5 and the model's 1, and an HPA on GPU utilisation takes three rounds to go from 1
-# to 4 replicas; 15 minutes between the surges, for the HPA's 5-minute window and the NodePool's consolidateAfter
-# to give the nodes back. Quick (CI): one surge, held 10 minutes.
-CAPACITY_PROFILE = "180s:8,240s:8..55,2100s:55,120s:55..8,900s:8,240s:8..55,2100s:55,120s:55..8,300s:8"
-CAPACITY_QUICK_PROFILE = "60s:8,60s:8..55,600s:55,60s:55..8,60s:8"
-
-
 def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile: Profile | None = None
                       ) -> DemoSettings:
-    """The demo with GPU nodes: ``profile`` (real seconds; default the two surges) and the HPA's sync period (15 s)
-    and scale-down window (300 s, the controller's default) on the compressed clock; each replica's cold start is
-    the model load; Poisson arrivals."""
+    """The demo with GPU nodes: ``profile`` (real seconds; default one step surge, or the quick one) and the HPA's
+    sync period (15 s) and scale-down window (300 s, the controller's default) on the compressed clock; each
+    replica's cold start is the model load; Poisson arrivals."""
     k = capacity.time_scale
-    real = profile or parse_profile(CAPACITY_QUICK_PROFILE if quick else CAPACITY_PROFILE)
+    real = profile or (parse_profile(CAPACITY_QUICK_PROFILE) if quick else capacity_profile())
     return DemoSettings(profile=real.scaled(time_factor=1 / k), sync_period_s=15 / k,
                         scale_down_window_s=round(300 / k), cold_start_s=capacity.timings.model_load_s / k,
                         arrivals=Arrivals.POISSON, capacity=capacity)
@@ -330,7 +344,8 @@ class _Demo:
         self.kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock"))
         self.state: dict[int, dict[str, Any]] = {}
         self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
-                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals)
+                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals,
+                                     time_scale=settings.time_scale)
         self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
                                              endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
         self.gateway_url: str | None = None
@@ -381,8 +396,8 @@ class _Demo:
                 layer = self.layer
                 self.kube_state = KubeStateMetrics(s.namespace, lambda: owners(layer))
                 kube_state = f"127.0.0.1:{self.kube_state.start()}"
-                extra_rules = capacity_yaml(_prometheus_duration(parse_prometheus_duration(WINDOW) / s.time_scale),
-                                            _prometheus_duration(parse_prometheus_duration(STEP) / s.time_scale))
+                extra_rules = capacity_yaml(*(_prometheus_duration(parse_prometheus_duration(d) / s.time_scale)
+                                              for d in (WINDOW, STEP, RATE_WINDOW)))
                 recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
@@ -406,7 +421,8 @@ class _Demo:
             if self.layer is not None and self.layer.config.headroom_auto:
                 # The steady state before the load: flat, so the HPA has taken the placeholders (created at 1, a
                 # Deployment's default) to 0 and holds the ScaledToZero condition that lets it wake them.
-                scaler = Autoscaler(s.placeholder_hpa_spec(), s.controller(), scaled_to_zero=True)
+                scaler = Autoscaler(s.placeholder_hpa_spec(), s.controller(),
+                                    scaled_to_zero=True if self.layer.config.headroom_min == 0 else None)
                 self.headroom_hpa = HpaLoop(scaler, metrics, self.layer.placeholders, namespace=s.namespace,
                                             selector=f"app={self.layer.placeholder_name}",
                                             clock=lambda: loop.time() - self._t0())
@@ -465,8 +481,7 @@ class _Demo:
             self.layer.load_started = self.layer.now() - (asyncio.get_running_loop().time() - self._t0())
             workers.append(asyncio.create_task(self.layer.run(), name="nodes"))
         if self.headroom_hpa is not None:
-            workers.append(asyncio.create_task(self.headroom_hpa.run(s.sync_period_s, self._on_headroom_sync),
-                                               name="headroom-hpa"))
+            workers.append(asyncio.create_task(self._run_headroom(self.headroom_hpa), name="headroom-hpa"))
         try:
             done, _ = await asyncio.wait([load, *workers], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -490,6 +505,15 @@ class _Demo:
             self.progress.event(line)
         elif record.error and record.error != previous_error:  # a metrics problem: say so once, not every sync
             self.progress.event(line)
+
+    async def _run_headroom(self, hpa: HpaLoop) -> None:
+        """The placeholders' HPA, from the moment the preset's windows hold only the load's samples: before, the
+        request rate over its window counts the seconds before the load started as idle, and its slope would read
+        as a surge (in a cluster the load has been there for hours)."""
+        s = self.settings
+        settle = sum(parse_prometheus_duration(d) for d in (RATE_WINDOW, WINDOW)) / s.time_scale
+        await asyncio.sleep(settle)
+        await hpa.run(s.sync_period_s, self._on_headroom_sync)
 
     def _on_headroom_sync(self, record: SyncRecord) -> None:
         if record.direction:
@@ -648,13 +672,15 @@ def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[S
     end = None if layer.load_started is None else layer.load_started + s.profile.duration
     spans, launches = layer.spans(), layer.launches()
     figures = [measure(i + 1, surge, syncs, spans, rows, launches, needed=s.needed_replicas,
-                       service_s=s.service_ms / 1000)
+                       service_s=s.service_ms / 1000,
+                       demand_at=demand_for(s.profile, surge, s.needed_replicas, s.requests_per_replica))
                for i, surge in enumerate(surges(s.profile))]
     headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
     return {"time_scale": s.time_scale, "surges": [f.to_json(s.time_scale) for f in figures],
             **layer.totals(end if end is not None and end < layer.now() else None),
             "headroom_decisions": [{"t": round(r.t * s.time_scale, 1), "from": r.current, "to": r.desired,
-                                    "growth": r.readings.get(GROWTH_METRIC)} for r in headroom_hpa if r.direction]}
+                                    "growth": r.readings.get(s.headroom_metric[0])}
+                                   for r in headroom_hpa if r.direction]}
 
 
 def cold_start_figures(gateway: Gateway) -> dict[str, Any]:
@@ -674,13 +700,21 @@ def cold_start_figures(gateway: Gateway) -> dict[str, Any]:
 
 
 def describe_capacity(settings: DemoSettings) -> str:
-    """``headroom auto, node 3 min, image 5.6 min, model 48 s`` for titles."""
+    """``headroom auto (1..4 on requests), pause placeholders, node 180 s, ...`` for titles and headers."""
     capacity = settings.capacity
     assert capacity is not None
     t = capacity.timings
-    headroom = f"auto (at most {capacity.headroom})" if capacity.headroom_auto else str(capacity.headroom)
-    return (f"headroom {headroom}, node {t.node_s:g} s, image {t.image_pull_s:g} s, model {t.model_load_s:g} s "
-            f"(real time; run {settings.time_scale:g}x faster)")
+    headroom = (f"auto ({capacity.headroom_min}..{capacity.headroom} on {capacity.headroom_signal})"
+                if capacity.headroom_auto else str(capacity.headroom))
+    return (f"headroom {headroom}, {describe_placeholders(capacity)}, node {t.node_s:g} s, image "
+            f"{t.image_pull_s:g} s, model {t.model_load_s:g} s (real time; run {settings.time_scale:g}x faster)")
+
+
+def describe_placeholders(capacity: NodeLayerConfig) -> str:
+    """What the placeholders run, in the chart's terms."""
+    if capacity.placeholder_image == PLACEHOLDER_IMAGES["pause"]:
+        return "pause placeholders (the chart's default)"
+    return "placeholders pre-pulling the workload's image (headroom.placeholders.prePullImage)"
 
 
 def describe_metrics(settings: DemoSettings) -> str:

@@ -57,8 +57,11 @@ class NodesKind(StrEnum):
 class NodeLayerConfig:
     """``timings`` in real seconds; ``time_scale`` compresses them (and the provisioners' timers) for the demo.
     ``headroom``: the placeholders, or with ``headroom_auto`` the most the HPA may ask for.
-    ``placeholder_image``: what the placeholders run: the workload's image (its kubelet then has it when a replica
-    takes the GPU) or a pause image."""
+    ``placeholder_image``: what the placeholders run: a pause image (the chart's default) or the workload's image
+    (the chart's ``headroom.placeholders.prePullImage``: its kubelet then has it when a replica takes the GPU).
+    The auto headroom's HPA: ``headroom_min`` its minReplicas, ``headroom_signal`` what it reads (``requests``:
+    the arrival rate's growth, ``queue``: the queue's), ``headroom_scale_up_s`` and ``headroom_scale_down_s`` its
+    stabilisation windows (real seconds)."""
 
     kind: NodesKind
     time_scale: float
@@ -67,8 +70,12 @@ class NodeLayerConfig:
     groups: tuple[NodeGroup, ...] = ()
     headroom: int = 0
     headroom_auto: bool = False
-    placeholder_image: str = WORKLOAD_IMAGE
+    placeholder_image: str = PAUSE_IMAGE
     provisioning_s: float | None = None  # the auto headroom's time to capacity (real s); None: the timings' sum
+    headroom_min: int = 0
+    headroom_signal: str = "requests"
+    headroom_scale_up_s: float = 0.0
+    headroom_scale_down_s: float = 300.0
     tick_s: float = 0.05
 
     @property
@@ -156,15 +163,17 @@ class NodeLayer:
     # -- start-up and the loop ------------------------------------------------------------------------------------
     def bootstrap(self) -> None:
         """Nodes that are up already for the pods that exist (the workload's first, then the placeholders), as a
-        cluster that has run this workload for a while has them; then the pods are bound."""
+        cluster that has run this workload for a while has them, each with its pods' image; then the pods are
+        bound."""
         now = self.now()
-        if self.config.headroom and not self.config.headroom_auto:
-            self.cluster.set_replicas(self.placeholder_name, self.placeholder_template, self.config.headroom)
+        standing = self.config.headroom_min if self.config.headroom_auto else self.config.headroom
+        if standing:
+            self.cluster.set_replicas(self.placeholder_name, self.placeholder_template, standing)
         self.cluster.step(now)
-        for owner in (self.workload, self.placeholder_name):
+        for owner, image in ((self.workload, WORKLOAD_IMAGE), (self.placeholder_name, self.config.placeholder_image)):
             pods = [p for p in self.cluster.pending_pods() if p.owner == owner]
-            if pods:
-                self.provisioner.warm_nodes(self.cluster, pods, now, images=(WORKLOAD_IMAGE, PAUSE_IMAGE))
+            if pods:  # a node holds the images of the pods it has run: pause placeholders' nodes lack the workload's
+                self.provisioner.warm_nodes(self.cluster, pods, now, images=(image,))
                 self.cluster.step(now)
         for pod in self.cluster.live_pods():
             pod.unschedulable_at = None

@@ -12,6 +12,10 @@ slowest thing still outstanding is charged:
 * ``model``: some replica runs and loads its model (not ready yet);
 * ``decision``: no replica asked for is on its way: the HPA has not (yet) asked for the replicas the load needs.
 
+For a ramp, the time to capacity includes the ramp itself, while no capacity is missing yet. **Behind demand**
+measures only the wait: from the moment the surge's load first needs the replicas it ends with (its rate exceeds
+what one fewer serve at the HPA's target) to capacity. For a step the two are the same.
+
 Per surge also: how long the **first new replica waited** for a GPU (from the first scale-up decision to its
 pod's binding: 0 when it took a placeholder's GPU), the workload pods' **pending pod-seconds** in it, the
 **requests failed** (errors and drops) and **queued** (answered after waiting in a replica's queue: more than twice
@@ -27,7 +31,7 @@ from typing import Any
 from loadtest.profile import Profile
 from loadtest.timeline import SyncRecord, TimelineRow
 
-__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "measure", "surges"]
+__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "demand_for", "measure", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -75,36 +79,53 @@ class ScaleUp:
     requests_failed: int
     requests_queued: int
     nodes_launched: int
+    behind_demand_s: float | None = None
 
     def to_json(self, time_scale: float = 1.0) -> dict[str, Any]:
         """Seconds multiplied by ``time_scale`` (the real-time equivalents of a compressed run)."""
         doc = asdict(self)
         for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "first_replica_wait_s",
-                    "pending_pod_seconds"):
+                    "pending_pod_seconds", "behind_demand_s"):
             doc[key] = None if doc[key] is None else round(doc[key] * time_scale, 1)
         doc["phases_s"] = {k: round(v * time_scale, 1) for k, v in self.phases_s.items()}
         return doc
 
 
 def surges(profile: Profile) -> list[Surge]:
-    """Each rise of the load: from the start of a rising segment to the start of the next falling one."""
+    """Each rise of the load, from where it starts to rise (a rising segment, or a step up from the previous
+    segment's rate) to where it starts to fall (a falling segment, or a step down)."""
     found: list[Surge] = []
     start = None
+    before = profile.segments[0].start_rate
     for at, segment in zip(profile.starts(), profile.segments, strict=True):
-        if segment.end_rate > segment.start_rate and start is None:
-            start = at
-        elif segment.end_rate < segment.start_rate and start is not None:
+        rises = segment.end_rate > segment.start_rate or segment.start_rate > before
+        falls = segment.end_rate < segment.start_rate or segment.start_rate < before
+        if falls and start is not None:
             found.append(Surge(start, at))
             start = None
+        if rises and start is None:
+            start = at
+        before = segment.end_rate
     if start is not None:
         found.append(Surge(start, profile.duration))
     return found
 
 
+def demand_for(profile: Profile, surge: Surge, replicas: int, per_replica: float, step_s: float = 0.05) -> float:
+    """When the surge's load first needs ``replicas`` (its rate above what one fewer serve at ``per_replica``
+    requests/s each); the surge's start when one replica or fewer."""
+    floor = (replicas - 1) * per_replica
+    t = surge.start
+    while t < surge.end and replicas > 1 and profile.rate_at(t) <= floor:
+        t += step_s
+    return min(t, surge.end)
+
+
 def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequence[PodSpan],
             rows: Sequence[TimelineRow], launches: Sequence[float], *, needed: int, service_s: float,
-            step_s: float = 0.05) -> ScaleUp:
-    """The figures of one surge; ``launches`` are the times nodes were requested."""
+            step_s: float = 0.05, demand_at: float | None = None) -> ScaleUp:
+    """The figures of one surge; ``launches`` are the times nodes were requested; ``demand_at``: when the surge's
+    load first needs ``needed`` replicas (:func:`demand_for`), for the time behind demand."""
     ups = [s for s in syncs if surge.start <= s.t < surge.end and s.direction > 0]
     before = next((s.current for s in reversed(syncs) if s.t < surge.start), syncs[0].current if syncs else None)
     phases = dict.fromkeys(PHASES, 0.0)
@@ -144,4 +165,5 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
     return ScaleUp(index, surge.start, ups[0].t if ups else None,
                    None if capacity_at is None else capacity_at - surge.start, before, asked,
                    {k: round(v, 3) for k, v in phases.items()}, first_wait, pending, failed, queued,
-                   sum(1 for at in launches if surge.start <= at < end))
+                   sum(1 for at in launches if surge.start <= at < end),
+                   None if capacity_at is None or demand_at is None else max(0.0, capacity_at - demand_at))

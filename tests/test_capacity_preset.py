@@ -1,12 +1,15 @@
-"""The ``capacity-headroom`` preset (``include: [capacity-headroom]``): ``inference_queue_growth_rate``, how fast what
-waits grows (requests/s), from a real Prometheus fed queues that grow, stay flat and fall: External, selected by
-``inference_pool`` (the endpoint picker's flow-control queue, both metric-name generations), and Object on
-Deployments (the inference servers' waiting requests, joined to the Deployment through kube-state-metrics' owner
-series and the pod -> Deployment recording rule). Read through the adapter's HTTP API, ``kubectl get --raw`` (through
-the fake API's aggregation), ``gpu-adapter explain`` and the KEDA external scaler.
+"""The ``capacity-headroom`` preset (``include: [capacity-headroom]``), from a real Prometheus fed queues and request
+counters that grow, stay flat and fall: ``inference_queue_growth_rate``, how fast what waits grows (requests/s), and
+``inference_request_rate_growth``, how fast the arrival rate grows (requests/s per second). Each External, selected by
+``inference_pool`` (the endpoint picker's flow-control queue and request counter, both metric-name generations), and
+Object on Deployments (the inference servers' waiting requests and request counters, joined to the Deployment
+through kube-state-metrics' owner series and the pod -> Deployment recording rule). Read through the adapter's HTTP
+API, ``kubectl get --raw`` (through the fake API's aggregation), ``gpu-adapter explain`` and the KEDA external scaler.
 
-The queries here take the slope over 10 s at 1 s steps (``capacity_yaml("10s", "1s")``) instead of the preset's
-2 minutes at 15 s, so that a test sees a steady slope within seconds; the query is the same otherwise."""
+The queries here take the slope over 10 s at 1 s steps and the counters' rates over 5 s
+(``capacity_yaml("10s", "1s", "5s")``) instead of the preset's 2 minutes at 15 s and 2 minutes, so that a test sees a
+steady slope within seconds; the query is the same otherwise. A counter that grows as ``a t + b t^2`` arrives at
+``a + 2 b t`` requests/s, a rate that grows by ``2 b`` per second."""
 
 from __future__ import annotations
 
@@ -26,7 +29,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from adapter.rules import parse_rules
 from adapter.rules.capacity import (
     CAPACITY_PRESET,
+    EPP_REQUESTS,
     GROWTH_METRIC,
+    RATE_WINDOW,
+    REQUEST_GROWTH_METRIC,
+    SERVER_ARRIVALS,
     SERVER_QUEUES,
     STEP,
     WINDOW,
@@ -56,14 +63,27 @@ def since() -> float:
 
 # ------------------------------------------------------------------------------------------------- pure checks
 
+METRICS = [GROWTH_METRIC, REQUEST_GROWTH_METRIC]
+
+
 def test_the_preset_loads_as_a_plain_rules_file_and_by_include() -> None:
     config = capacity_preset()
     assert config is capacity_preset() and config.source == CAPACITY_PRESET
-    assert [r.name.as_ for r in config.rules] == [r.name.as_ for r in config.external_rules] == [GROWTH_METRIC]
+    assert [r.name.as_ for r in config.rules] == [r.name.as_ for r in config.external_rules] == METRICS
     included = parse_rules(f"include: [{CAPACITY_PRESET}]\n", "rules.yaml")
-    assert len(included.rules) == 1 and len(included.external_rules) == 1
-    assert f"[{WINDOW}:{STEP}]" in config.rules[0].metrics_query.source
-    assert "clamp_min(deriv(" in config.external_rules[0].metrics_query.source  # never negative
+    assert len(included.rules) == len(included.external_rules) == 2
+    for rule in (*config.rules, *config.external_rules):
+        assert f"[{WINDOW}:{STEP}]" in rule.metrics_query.source
+        assert rule.metrics_query.source.startswith("clamp_min(deriv(")  # never negative
+    assert f"[{RATE_WINDOW}]" in config.rules[1].metrics_query.source
+
+
+def test_the_arrival_counters_are_each_servers_and_the_in_flight_gauges_the_inference_presets_names() -> None:
+    gauges = {name for preset in INFERENCE_PRESETS.values() for metric in preset.metrics
+              for name in getattr(metric, "names", ())}
+    assert {s.server for s in SERVER_ARRIVALS} == {"vLLM", "TGI", "SGLang", "Triton"}
+    for server in SERVER_ARRIVALS:
+        assert set(server.in_flight) <= gauges, server.server
 
 
 def test_the_server_queues_are_the_inference_presets_waiting_gauges() -> None:
@@ -79,25 +99,49 @@ def test_the_chart_copy_is_the_preset() -> None:
 
 # ------------------------------------------------------------------------------------- a real Prometheus, fed
 
+VLLM = '{model_name="m",engine="0"}'
+
+
+def vllm_server(pod: str, finished: float, running: float, waiting: float) -> list[tuple[str, str, float]]:
+    """One vLLM V1 server: its finished-request counter (by reason) and its running and waiting gauges."""
+    return [(f'vllm:request_success_total{{model_name="m",engine="0",finished_reason="{reason}"}}', pod, value)
+            for reason, value in (("stop", finished), ("abort", 0.0))] + [
+        (f"vllm:num_requests_running{VLLM}", pod, running), (f"vllm:num_requests_waiting{VLLM}", pod, waiting)]
+
+
 def servers() -> str:
-    """The servers' waiting requests: growing, flat and falling, under several servers' names."""
+    """The servers' waiting requests and request counters: growing, flat and falling, under several servers'
+    names."""
     t = since()
     rows = [
-        ('vllm:num_requests_waiting{model_name="m",engine="0"}', "grow-0", 2 * t),   # +2/s
-        ('vllm:num_requests_waiting{model_name="m",engine="0"}', "grow-1", 3),        # flat: the Deployment +2/s
-        ('vllm:num_requests_waiting{model_name="m",engine="0"}', "flat-0", 4),
-        ('vllm:num_requests_waiting{model_name="m",engine="0"}', "fall-0", max(0.0, 500 - 3 * t)),
+        (f"vllm:num_requests_waiting{VLLM}", "grow-0", 2 * t),                       # +2/s
+        (f"vllm:num_requests_waiting{VLLM}", "grow-1", 3),                           # flat: the Deployment +2/s
+        (f"vllm:num_requests_waiting{VLLM}", "flat-0", 4),
+        (f"vllm:num_requests_waiting{VLLM}", "fall-0", max(0.0, 500 - 3 * t)),
         ("tgi_queue_size", "tgi-0", t),                                               # +1/s, TGI's name
         ('sglang:num_queue_reqs{model_name="m"}', "sgl-0", t),                        # SGLang exports both names:
         ('sglang:num_requests_waiting{name="m"}', "sgl-0", t),                        # +1/s, not +2
-        ('vllm:num_requests_running{model_name="m",engine="0"}', "quiet-0", 7 * t),   # no queue reported
+        (f"vllm:num_requests_running{VLLM}", "quiet-0", 7 * t),                      # no queue, no counter
+        # Arrivals. rgrow: 2 + 0.5 t finished per second, and a queue whose growth (0.05 t^2 waiting: 0.1 t per
+        # second) adds 0.1 t arrivals per second that have not finished: the arrival rate grows 0.6 per second.
+        *vllm_server("rgrow-0", 2 * t + 0.25 * t * t, 1, 0.05 * t * t),
+        *vllm_server("rflat-0", 5 * t, 1, 2),                                         # 5/s: flat
+        *vllm_server("rfall-0", 50 * t - 0.25 * t * t, 1, 0),                         # 50 - 0.5 t: falling
+        ("tgi_request_count", "rtgi-0", t + 0.25 * t * t),                             # counted on arrival: +0.5
+        ('sglang:num_requests_total{model_name="m"}', "rsgl-0", 0.5 * t * t),          # +1
+        ('sglang:num_running_reqs{model_name="m"}', "rsgl-0", 3),
+        ('sglang:num_queue_reqs{model_name="m"}', "rsgl-0", 0),
+        ('nv_inference_request_success{model="m",version="1"}', "rtrt-0", 0.25 * t * t),  # success and failure
+        ('nv_inference_request_failure{model="m",version="1"}', "rtrt-0", 0.25 * t * t),  # together: +1
+        ('nv_inference_pending_request_count{model="m",version="1"}', "rtrt-0", 2),
     ]
     return "".join(f'{series[:-1] + "," if series.endswith("}") else series + "{"}namespace="llm",pod="{pod}"}} '
                    f"{value}\n" for series, pod, value in rows)
 
 
 OWNERS = {"grow": ["grow-0", "grow-1"], "flat": ["flat-0"], "fall": ["fall-0"], "tgi": ["tgi-0"], "sgl": ["sgl-0"],
-          "quiet": ["quiet-0"]}
+          "quiet": ["quiet-0"], "rgrow": ["rgrow-0"], "rflat": ["rflat-0"], "rfall": ["rfall-0"],
+          "rtgi": ["rtgi-0"], "rsgl": ["rsgl-0"], "rtrt": ["rtrt-0"]}
 
 
 def kube_state() -> str:
@@ -106,14 +150,19 @@ def kube_state() -> str:
     return generate_latest(registry).decode()
 
 
-def epp(pool: str, queue: Callable[[], float] | None, *, current: bool = True, flow_control: bool = True
-        ) -> Callable[[], str]:
-    """One endpoint picker's exposition for ``pool`` (the current ``llm_d_epp_`` or the previous names)."""
+def epp(pool: str, queue: Callable[[], float] | None, *, current: bool = True, flow_control: bool = True,
+        requests: Callable[[], float] | None = None) -> Callable[[], str]:
+    """One endpoint picker's exposition for ``pool`` (the current ``llm_d_epp_`` or the previous names); its
+    request counter under both names where current (llm-d-router exports both), else Gateway API Inference
+    Extension's."""
     prefix, ready = ("llm_d_epp_", "llm_d_epp_ready_endpoints") if current else \
         ("inference_extension_", "inference_pool_ready_pods")
 
     def render() -> str:
         text = f'{ready}{{name="{pool}"}} 2\n'
+        if requests is not None:
+            for name in EPP_REQUESTS if current else EPP_REQUESTS[1:]:
+                text += f'{name}{{model_name="m",target_model_name="m",priority="0"}} {requests()}\n'
         if flow_control:
             text += f"{prefix}flow_control_dispatch_cycle_duration_seconds_count {int(since() * 1000)}\n"
             text += f"{prefix}flow_control_dispatch_cycle_duration_seconds_sum 0.5\n"
@@ -129,11 +178,13 @@ def epp(pool: str, queue: Callable[[], float] | None, *, current: bool = True, f
 
 
 POOLS = {
-    "grow": epp("grow", lambda: 3 * since()),                         # +3/s
-    "flat": epp("flat", lambda: 5),
-    "idle": epp("idle", None),                                        # flow control on, nothing queued: 0
-    "old": epp("old", lambda: since(), current=False),                # +1/s under the previous names
-    "nofc": epp("nofc", None, flow_control=False),                    # no flow control: no queue, no value
+    # queue +3/s; requests 2 + t per second dispatched, plus the queue's 3 per second: arrivals grow 1 per second
+    "grow": epp("grow", lambda: 3 * since(), requests=lambda: 2 * since() + 0.5 * since() ** 2),
+    "flat": epp("flat", lambda: 5, requests=lambda: 4 * since()),    # both flat
+    "idle": epp("idle", None),                                        # flow control on, nothing queued or sent: 0
+    # +1/s under the previous names; requests 0.25 t^2: +0.5 per second
+    "old": epp("old", lambda: since(), current=False, requests=lambda: 0.25 * since() ** 2),
+    "nofc": epp("nofc", None, flow_control=False, requests=lambda: since() ** 2),  # no flow control: no value
 }
 
 
@@ -148,7 +199,7 @@ class Stack:
         targets: list[str | tuple[str, dict[str, str]]] = [server.address, owners.address]
         targets += [(p.address, {"namespace": "llm", "pod": f"{pool}-epp-0"}) for pool, p in pickers.items()]
         self.prom = self.running.enter_context(PrometheusServer(targets, honor_labels=True, rule_files=[rules]))
-        (tmp / "rules.yaml").write_text(capacity_yaml("10s", "1s"))
+        (tmp / "rules.yaml").write_text(capacity_yaml("10s", "1s", "5s"))
         self.rules = tmp / "rules.yaml"
         self.scaler_port = free_port()
         self.adapter = self.running.enter_context(AdapterProcess(self.prom.url, str(tmp / "certs"), [
@@ -162,25 +213,27 @@ class Stack:
         self.kubeconfig = self.kube.write_kubeconfig(tmp / "kubeconfig")
         # Until every queue has a full window of samples and the recording rule has run over it.
         deadline = time.monotonic() + 60
-        while since() < 14 or self.external("grow") is None or self.on_deployment("grow") is None:
+        while since() < 20 or any(value is None for value in (
+                self.external("grow"), self.on_deployment("grow"), self.external("grow", REQUEST_GROWTH_METRIC),
+                self.on_deployment("rgrow", REQUEST_GROWTH_METRIC))):
             assert time.monotonic() < deadline, "the growth never answered"
             time.sleep(0.5)
 
-    def _value(self, response: httpx.Response) -> float | None:
+    def _value(self, response: httpx.Response, metric: str) -> float | None:
         if response.status_code == 404:
             assert response.json()["kind"] == "Status"
             return None
         assert response.status_code == 200, response.text
         [item] = response.json()["items"]
-        assert item.get("metricName", item.get("metric", {}).get("name")) == GROWTH_METRIC
+        assert item.get("metricName", item.get("metric", {}).get("name")) == metric
         return milli(item["value"]) / 1000
 
-    def external(self, pool: str) -> float | None:
-        return self._value(self.adapter.get(f"{EXTERNAL}/namespaces/llm/{GROWTH_METRIC}",
-                                            labelSelector=f"inference_pool={pool}"))
+    def external(self, pool: str, metric: str = GROWTH_METRIC) -> float | None:
+        return self._value(self.adapter.get(f"{EXTERNAL}/namespaces/llm/{metric}",
+                                            labelSelector=f"inference_pool={pool}"), metric)
 
-    def on_deployment(self, name: str) -> float | None:
-        return self._value(self.adapter.get(f"{CUSTOM}/namespaces/llm/deployments.apps/{name}/{GROWTH_METRIC}"))
+    def on_deployment(self, name: str, metric: str = GROWTH_METRIC) -> float | None:
+        return self._value(self.adapter.get(f"{CUSTOM}/namespaces/llm/deployments.apps/{name}/{metric}"), metric)
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +262,30 @@ def test_the_servers_queue_growth_is_served_on_the_deployment(stack: Stack) -> N
     assert stack.on_deployment("nobody") is None
 
 
+def test_the_gateway_request_rate_growth_is_served_external_by_inference_pool(stack: Stack) -> None:
+    metric = REQUEST_GROWTH_METRIC
+    # Dispatched requests (counted once, though llm-d-router exports both names) plus what waits in flow control.
+    assert stack.external("grow", metric) == pytest.approx(1.0, abs=0.15)
+    assert stack.external("old", metric) == pytest.approx(0.5, abs=0.1)  # Gateway API Inference Extension's name
+    assert stack.external("flat", metric) == 0
+    assert stack.external("idle", metric) == 0  # flow control on, no request yet: no counter series, still 0
+    assert stack.external("nofc", metric) is None  # no flow control: the pool is not discovered
+    assert stack.external("ghost", metric) is None
+
+
+def test_the_servers_request_rate_growth_is_served_on_the_deployment(stack: Stack) -> None:
+    metric = REQUEST_GROWTH_METRIC
+    # vLLM counts requests when they finish: what its queue gained arrived too (0.5 + 0.1 per second).
+    assert stack.on_deployment("rgrow", metric) == pytest.approx(0.6, abs=0.1)
+    assert stack.on_deployment("rtgi", metric) == pytest.approx(0.5, abs=0.1)  # TGI counts them on arrival
+    assert stack.on_deployment("rsgl", metric) == pytest.approx(1.0, abs=0.15)
+    assert stack.on_deployment("rtrt", metric) == pytest.approx(1.0, abs=0.15)  # Triton: success and failure
+    assert stack.on_deployment("rflat", metric) == 0
+    assert stack.on_deployment("rfall", metric) == 0  # a falling rate is 0, never below
+    assert stack.on_deployment("quiet", metric) is None  # no request counter reported for it
+    assert stack.on_deployment("grow", metric) is None  # queues alone: no counter, no value
+
+
 def test_kubectl_get_raw_reads_both_through_the_aggregation(stack: Stack) -> None:
     kubectl = require_tool("kubectl")
     for path, expected in ((f"{CUSTOM}/namespaces/llm/deployments.apps/grow/{GROWTH_METRIC}", 2.0),
@@ -232,6 +309,20 @@ def test_explain_shows_the_slope_query(stack: Stack) -> None:
     assert 'namespace_deployment_pod:kube_pod_owner:relabel{namespace="llm",deployment="grow"}' in rule["promql"]
     [item] = report["items"]
     assert milli(item["value"]) / 1000 == pytest.approx(2.0, abs=0.2)
+    done = subprocess.run([sys.executable, "-m", "adapter", "explain", "--prometheus-url", stack.prom.url,
+                           "--config", str(stack.rules), "--output", "json",
+                           f"{EXTERNAL}/namespaces/llm/{REQUEST_GROWTH_METRIC}?labelSelector=inference_pool%3Dgrow"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    # One binding per name the pool's saturation gauge is discovered under (llm-d-router exports both); the first
+    # answers.
+    assert {r["series"] for r in report["rules"]} == {"llm_d_epp_flow_control_pool_saturation",
+                                                      "inference_extension_flow_control_pool_saturation"}
+    for rule in report["rules"]:
+        assert "rate(llm_d_epp_request_total{" in rule["promql"] and 'inference_pool="grow"' in rule["promql"]
+    [item] = report["items"]
+    assert milli(item["value"]) / 1000 == pytest.approx(1.0, abs=0.15)
 
 
 def test_the_keda_scaler_serves_it(stack: Stack) -> None:
@@ -246,5 +337,8 @@ def test_the_keda_scaler_serves_it(stack: Stack) -> None:
         flat = keda.trigger("headroom", "llm", {"metric": GROWTH_METRIC, "metricSelector": "inference_pool=flat",
                                                 "targetValue": "0.03"})
         assert flat.value() == 0 and not flat.is_active()
+        arrivals = keda.trigger("headroom", "llm", {"metric": REQUEST_GROWTH_METRIC, "resource": "deployments.apps",
+                                                    "name": "rtgi", "targetValue": "0.02"})
+        assert arrivals.value() == pytest.approx(0.5, abs=0.1) and arrivals.is_active()
     finally:
         keda.close()

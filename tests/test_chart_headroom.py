@@ -33,7 +33,9 @@ KARPENTER_CRD = "autoscaling.x-k8s.io_capacitybuffers.karpenter.yaml"
 CA_CRD_SOURCE = "kubernetes/autoscaler cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml"
 KARPENTER_CRD_SOURCE = "kubernetes-sigs/karpenter pkg/apis/crds/autoscaling.x-k8s.io_capacitybuffers.yaml"
 VLLM = ("headroom.namespace=default", "headroom.workload.name=vllm")
-METRIC = "inference_queue_growth_rate"
+METRIC = "inference_request_rate_growth"  # signal requests, the default
+QUEUE_METRIC = "inference_queue_growth_rate"
+AUTO = ("headroom.auto.enabled=true", "headroom.auto.requestsPerReplica=10")  # 10 / 9 min = 0.0185: 19m
 # Built-in PriorityClasses the chart's own pods name (kubernetes pkg/apis/scheduling/types.go:
 # SystemCriticalPriority = 2 * HighestUserDefinablePriority = 2000000000; system-node-critical is 1000 above it).
 BUILTIN_PRIORITY = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -202,6 +204,22 @@ def test_priority_value_must_be_negative_and_not_below_the_cluster_autoscaler_cu
     assert proc.returncode != 0 and "headroom.placeholders.priorityClass.value" in proc.stderr
 
 
+def test_placeholders_pull_the_workloads_image_when_asked():
+    docs = rendered("headroom.placeholders.enabled=true", "headroom.placeholders.prePullImage=vllm/vllm-openai:v0.11.0",
+                    "headroom.placeholders.imagePullSecrets[0].name=ngc")
+    pod = one(docs, "Deployment", "vllm-headroom")["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    assert (init["image"], init["command"], init["imagePullPolicy"]) == ("vllm/vllm-openai:v0.11.0",
+                                                                        ["sh", "-c", "true"], "IfNotPresent")
+    # It asks for next to nothing: the pod's requests stay one replica's (the largest of init and main containers).
+    assert "nvidia.com/gpu" not in init["resources"]["requests"]
+    assert pod["imagePullSecrets"] == [{"name": "ngc"}]
+    assert [c["image"] for c in pod["containers"]] == ["registry.k8s.io/pause:3.10"]
+    assert validate_all(docs) == []
+    plain = one(rendered("headroom.placeholders.enabled=true"), "Deployment", "vllm-headroom")["spec"]["template"]
+    assert "initContainers" not in plain["spec"] and "imagePullSecrets" not in plain["spec"]
+
+
 def test_placeholder_pods_hold_one_replicas_gpus_on_the_gpu_nodes():
     docs = rendered("headroom.placeholders.enabled=true", "headroom.placeholders.replicas=3",
                     "headroom.workload.gpusPerReplica=2", "headroom.workload.requests.cpu=4",
@@ -225,28 +243,34 @@ def test_placeholder_pods_hold_one_replicas_gpus_on_the_gpu_nodes():
 
 # --------------------------------------------------------------------------------- headroom that follows demand
 
-@pytest.mark.parametrize(("queue", "time", "quantity"), [
-    ("5", "3m", "28m"),  # 5 / 180 = 0.02778 requests/s
-    ("10", "90s", "111m"),
-    ("4", "1m30s", "44m"),
-    ("60", "1m", "1000m"),
-    ("2.5", "1h", "1m"),  # 0.000694, rounded to the HPA's resolution
+@pytest.mark.parametrize(("signal", "per", "time", "quantity"), [
+    ("queue", "5", "3m", "28m"),  # 5 / 180 = 0.02778 requests/s
+    ("queue", "10", "90s", "111m"),
+    ("queue", "4", "1m30s", "44m"),
+    ("queue", "60", "1m", "1000m"),
+    ("queue", "2.5", "1h", "1m"),  # 0.000694, rounded to the HPA's resolution
+    ("requests", "15", "9m22s", "27m"),  # 15 requests/s per replica over 562 s: 0.0267 requests/s per second
+    ("requests", "10", "9m", "19m"),
 ])
-def test_auto_hpa_target_is_queue_per_replica_over_provisioning_time(queue, time, quantity):
-    docs = rendered("headroom.auto.enabled=true", f"headroom.auto.queuePerReplica={queue}",
+def test_auto_hpa_target_is_per_replica_demand_over_provisioning_time(signal, per, time, quantity):
+    key = "queuePerReplica" if signal == "queue" else "requestsPerReplica"
+    docs = rendered("headroom.auto.enabled=true", f"headroom.auto.signal={signal}", f"headroom.auto.{key}={per}",
                     f"headroom.auto.provisioningTime={time}")
     [metric] = one(docs, "HorizontalPodAutoscaler", "vllm-headroom")["spec"]["metrics"]
+    assert metric["object"]["metric"] == {"name": QUEUE_METRIC if signal == "queue" else METRIC}
     target = metric["object"]["target"]
     assert target == {"type": "AverageValue", "averageValue": quantity}
     seconds = sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in re.findall(r"(\d+)([hms])", time))
-    assert abs(parse_quantity(quantity) - Decimal(queue) / seconds) <= Decimal("0.0005")
+    assert abs(parse_quantity(quantity) - Decimal(per) / seconds) <= Decimal("0.0005")
 
 
-def test_auto_hpa_reads_the_servers_queue_as_an_object_metric_on_the_workload():
-    docs = rendered("headroom.auto.enabled=true", "headroom.auto.maxReplicas=6")
+def test_auto_hpa_reads_the_servers_request_rate_as_an_object_metric_on_the_workload():
+    docs = rendered(*AUTO, "headroom.auto.maxReplicas=6")
     hpa = one(docs, "HorizontalPodAutoscaler", "vllm-headroom")
     spec = hpa["spec"]
     assert spec["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm-headroom"}
+    # One standing placeholder by default, on every Kubernetes: the HPA's tolerance then keeps a flat load's
+    # wobbles from adding more.
     assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 6)
     assert spec["metrics"][0]["type"] == "Object"
     assert spec["metrics"][0]["object"]["describedObject"] == {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -255,18 +279,22 @@ def test_auto_hpa_reads_the_servers_queue_as_an_object_metric_on_the_workload():
     # The HPA owns the count: the Deployment leaves replicas out, so an upgrade does not reset it.
     assert "replicas" not in one(docs, "Deployment", "vllm-headroom")["spec"]
     assert validate_all(docs) == []
-    # On Kubernetes 1.37 (HPAScaleToZero beta, on by default) the headroom can go to zero.
-    assert one(rendered("headroom.auto.enabled=true", kube_version="1.37.0"),
-               "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 0
+    assert one(rendered(*AUTO, kube_version="1.37.0"), "HorizontalPodAutoscaler")["spec"]["minReplicas"] == 1
+    # null: 0 on Kubernetes 1.37 (HPAScaleToZero beta, on by default), 1 before.
+    for version, least in (("1.37.0", 0), ("1.33.0", 1)):
+        assert one(rendered(*AUTO, "headroom.auto.minReplicas=null", kube_version=version),
+                   "HorizontalPodAutoscaler")["spec"]["minReplicas"] == least
 
 
-def test_auto_hpa_reads_the_gateway_queue_as_an_external_metric():
-    docs = rendered("headroom.auto.enabled=true", "headroom.auto.source=gateway",
+@pytest.mark.parametrize(("signal", "metric", "quantity"), [("requests", METRIC, "19m"),
+                                                            ("queue", QUEUE_METRIC, "9m")])  # 5 / 540 s
+def test_auto_hpa_reads_the_gateway_as_an_external_metric(signal, metric, quantity):
+    docs = rendered(*AUTO, f"headroom.auto.signal={signal}", "headroom.auto.source=gateway",
                     "headroom.auto.inferencePool=vllm-pool", "adapter.apiService.externalMetrics.enabled=true")
-    [metric] = one(docs, "HorizontalPodAutoscaler")["spec"]["metrics"]
-    assert metric == {"type": "External", "external": {
-        "metric": {"name": METRIC, "selector": {"matchLabels": {"inference_pool": "vllm-pool"}}},
-        "target": {"type": "AverageValue", "averageValue": "28m"}}}
+    [spec] = one(docs, "HorizontalPodAutoscaler")["spec"]["metrics"]
+    assert spec == {"type": "External", "external": {
+        "metric": {"name": metric, "selector": {"matchLabels": {"inference_pool": "vllm-pool"}}},
+        "target": {"type": "AverageValue", "averageValue": quantity}}}
     assert validate_all(docs) == []
 
 
@@ -277,7 +305,7 @@ def _rules(docs: list[dict[str, Any]]) -> dict[str, Any]:
 def test_the_adapter_rules_carry_the_preset_while_auto_is_on(tmp_path):
     preset = yaml.safe_load(capacity_yaml())
     off = _rules(rendered())
-    for sets in (("headroom.auto.enabled=true",), ("adapter.rules.capacityPresets=true",)):
+    for sets in (AUTO, ("adapter.rules.capacityPresets=true",)):
         docs = rendered(*sets)
         data = _rules(docs)
         assert data["rules"] == off["rules"] + preset["rules"]
@@ -285,8 +313,8 @@ def test_the_adapter_rules_carry_the_preset_while_auto_is_on(tmp_path):
         path = tmp_path / "rules.yaml"
         path.write_text(yaml.safe_dump(data))
         config = load_rules(str(path))  # the adapter's own loader accepts it
-        assert [r.name.as_ for r in config.rules[-len(preset["rules"]):]] == [METRIC]
-        assert [r.name.as_ for r in config.external_rules[-len(preset["externalRules"]):]] == [METRIC]
+        assert [r.name.as_ for r in config.rules[-len(preset["rules"]):]] == [QUEUE_METRIC, METRIC]
+        assert [r.name.as_ for r in config.external_rules[-len(preset["externalRules"]):]] == [QUEUE_METRIC, METRIC]
         # The Object metric joins on the pod -> Deployment recording rule, which the PrometheusRule now carries.
         groups = one(docs, "PrometheusRule")["spec"]["groups"]
         records = [r["record"] for g in groups for r in g["rules"] if "record" in r]
@@ -304,7 +332,7 @@ ERRORS = [
     ((*VLLM, "karpenter.nodePool.enabled=true", "headroom.placeholders.enabled=true",
       "headroom.placeholders.replicas=5", "headroom.workload.gpusPerReplica=4"),
      "headroom: 20 GPUs of headroom (placeholders 5 x 4) is more than karpenter.nodePool.limits nvidia.com/gpu 16"),
-    ((*VLLM, "karpenter.nodePool.enabled=true", "headroom.auto.enabled=true", "headroom.auto.maxReplicas=9",
+    ((*VLLM, "karpenter.nodePool.enabled=true", *AUTO, "headroom.auto.maxReplicas=9",
       "headroom.workload.gpusPerReplica=2"),
      "headroom: 18 GPUs of headroom (auto.maxReplicas 9 x 2) is more than karpenter.nodePool.limits"),
     ((*VLLM, "karpenter.nodePool.enabled=true", "karpenter.nodePool.instanceTypes={g6e.xlarge,g6e.2xlarge}",
@@ -313,18 +341,22 @@ ERRORS = [
     (("headroom.placeholders.enabled=true",), "headroom.workload.name: required"),
     ((*VLLM, "headroom.capacityBuffer.enabled=auto", "headroom.capacityBuffer.replicas=null"),
      "headroom.capacityBuffer: set replicas, percentage or gpus"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.placeholders.enabled=true"),
+    ((*VLLM, *AUTO, "headroom.placeholders.enabled=true"),
      "headroom.placeholders.enabled and headroom.auto.enabled both size the placeholder Deployment"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.source=gateway", "headroom.auto.inferencePool=p"),
-     "headroom.auto.source: gateway reads the External metric inference_queue_growth_rate, served only with "
+    ((*VLLM, *AUTO, "headroom.auto.source=gateway", "headroom.auto.inferencePool=p"),
+     "headroom.auto.source: gateway reads the External metric inference_request_rate_growth, served only with "
      "adapter.apiService.externalMetrics.enabled=true"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.source=gateway",
+    ((*VLLM, *AUTO, "headroom.auto.source=gateway",
       "adapter.apiService.externalMetrics.enabled=true"), "headroom.auto.inferencePool: required"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.workload.kind=StatefulSet"),
+    ((*VLLM, *AUTO, "headroom.workload.kind=StatefulSet"),
      "headroom.auto.source: servers reads the Object metric"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.queuePerReplica=1", "headroom.auto.provisioningTime=1h"),
-     "headroom.auto: queuePerReplica 1 / provisioningTime 1h is below 0.001 requests/s"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.minReplicas=5"),
+    ((*VLLM, "headroom.auto.enabled=true"),
+     "headroom.auto.requestsPerReplica: required with signal requests (the requests per second one replica stands "
+     "for at the workload HPA's target)"),
+    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.signal=queue", "headroom.auto.queuePerReplica=1",
+      "headroom.auto.provisioningTime=1h"),
+     "headroom.auto: queuePerReplica 1 / provisioningTime 1h is below 0.001 per second"),
+    ((*VLLM, *AUTO, "headroom.auto.minReplicas=5"),
      "headroom.auto.minReplicas: 5 is above headroom.auto.maxReplicas 4"),
 ]
 
@@ -346,7 +378,10 @@ def test_headroom_within_the_nodepool_renders_and_pins_instance_types():
 
 @pytest.mark.parametrize("sets", [("headroom.auto.window=5m",), ("headroom.capacityBuffer.enabled=yes",),
                                   ("headroom.workload.kind=Job",), ("headroom.auto.provisioningTime=3 minutes",),
-                                  ("headroom.workload.requests.nvidia\\.com/gpu=1",)])
+                                  ("headroom.workload.requests.nvidia\\.com/gpu=1",),
+                                  ("headroom.auto.signal=latency",), ("headroom.auto.requestsPerReplica=-2",),
+                                  ("headroom.placeholders.prePullCommand=7",),
+                                  ("headroom.placeholders.imagePullSecrets[0].secret=x",)])
 def test_values_schema_rejects_unknown_or_bad_headroom_values(sets):
     proc = template(None, *VLLM, *sets, check=False)
     assert proc.returncode != 0 and "values don't meet the specifications of the schema" in proc.stderr
@@ -354,7 +389,8 @@ def test_values_schema_rejects_unknown_or_bad_headroom_values(sets):
 
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
 def test_every_form_together_is_valid_on_each_kubernetes(kube_version):
-    docs = rendered("headroom.capacityBuffer.enabled=auto", "headroom.auto.enabled=true",
+    docs = rendered("headroom.capacityBuffer.enabled=auto", *AUTO,
+                    "headroom.placeholders.prePullImage=vllm/vllm-openai:v0.11.0",
                     api_versions=KUBE_PROMETHEUS_STACK + V1BETA1, kube_version=f"{kube_version}.0")
     assert {"CapacityBuffer", "PriorityClass", "HorizontalPodAutoscaler"} <= {d["kind"] for d in docs}
     assert validate_all(docs, [kube_version]) == []
@@ -385,13 +421,12 @@ def _install(fake: FakeKube, kubeconfig: str, *sets: str) -> tuple[list[dict[str
 
 def test_notes_say_the_capacity_buffer_was_left_out_and_why(cluster):
     fake, kubeconfig = cluster
-    docs, notes = _install(fake, kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto",
-                           "headroom.auto.enabled=true")
+    docs, notes = _install(fake, kubeconfig, *VLLM, "headroom.capacityBuffer.enabled=auto", *AUTO)
     assert not find(docs, "CapacityBuffer") and find(docs, "HorizontalPodAutoscaler")
     assert ("CapacityBuffer (GPU headroom): no autoscaling.x-k8s.io/v1beta1 or v1alpha1 CapacityBuffer "
             "(headroom.capacityBuffer.enabled is auto)") in notes
     assert "Cluster Autoscaler 1.34+" in notes and "Karpenter 1.14+ (feature gate" in notes
-    assert "target averageValue 28m" in notes
+    assert "target averageValue 19m" in notes and "(requestsPerReplica 10 / provisioningTime 9m)" in notes
     assert f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/vllm/{METRIC}" in notes
 
 
@@ -445,6 +480,8 @@ def test_the_examples_are_what_the_chart_renders_for_vllm(examples):
         {k: one(chart, "PriorityClass")[k] for k in ("value", "preemptionPolicy", "globalDefault")}
     # The auto HPA: the chart's for the same values, apart from the behavior the example spells out.
     hpa = one(examples, "HorizontalPodAutoscaler")
-    chart_hpa = one(rendered(*sets, "headroom.auto.enabled=true"), "HorizontalPodAutoscaler")
+    per = re.search(r"requestsPerReplica (\S+)", (EXAMPLES / "headroom-auto-hpa.yaml").read_text()).group(1)
+    chart_hpa = one(rendered(*sets, "headroom.auto.enabled=true", f"headroom.auto.requestsPerReplica={per}"),
+                    "HorizontalPodAutoscaler")
     for key in ("scaleTargetRef", "metrics", "minReplicas", "maxReplicas"):
         assert hpa["spec"][key] == chart_hpa["spec"][key], key

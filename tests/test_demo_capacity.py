@@ -1,7 +1,9 @@
-"""``gpu-loadtest demo --nodes karpenter --quick``, with and without headroom, as CI runs it: a scale-up whose new
-replica waits for a GPU node (the node layer launches one, the pod is Pending meanwhile), and the same scale-up with
-placeholders, whose first new replica takes a placeholder's GPU at once. Each run is one surge of the load on the
-compressed clock (about a minute); figures are real-time equivalents."""
+"""``gpu-loadtest demo --quick``, the default lane with GPU nodes (as CI runs `make demo`), with and without
+headroom: a scale-up whose new replica waits for a GPU node (the node layer launches one, the pod is Pending
+meanwhile); the same scale-up with placeholders, whose first new replica takes a placeholder's GPU at once; and
+headroom that follows demand, whose HPA reads the capacity-headroom preset's request-rate growth through the real
+adapter and asks for placeholders when the load steps up. Each run is one surge of the load on the compressed clock
+(about a minute and a half); figures are real-time equivalents."""
 
 from __future__ import annotations
 
@@ -22,12 +24,17 @@ def _prometheus_installed() -> None:
 
 @pytest.fixture(scope="module")
 def without(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
-    return quick_run(tmp_path_factory.mktemp("nodes"), "--nodes", "karpenter")
+    return quick_run(tmp_path_factory.mktemp("nodes"))  # GPU nodes by default: Karpenter
 
 
 @pytest.fixture(scope="module")
 def with_headroom(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
-    return quick_run(tmp_path_factory.mktemp("headroom"), "--nodes", "karpenter", "--headroom", "4")
+    return quick_run(tmp_path_factory.mktemp("headroom"), "--headroom", "4")
+
+
+@pytest.fixture(scope="module")
+def following_demand(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    return quick_run(tmp_path_factory.mktemp("auto"), "--headroom", "auto", "--placeholder-image", "workload")
 
 
 def test_a_scale_up_waits_for_a_gpu_node(without: QuickRun) -> None:
@@ -51,15 +58,35 @@ def test_a_scale_up_waits_for_a_gpu_node(without: QuickRun) -> None:
 
 def test_the_same_scale_up_with_headroom_does_not_wait(without: QuickRun, with_headroom: QuickRun) -> None:
     summary = with_headroom.summary
-    assert summary["headroom"] == 4
+    assert summary["headroom"] == 4 and summary["placeholder_image"] == "pause"  # the chart's default
     [surge] = summary["capacity"]["surges"]
     assert surge["replicas_asked"] > surge["replicas_before"] == 1
     # Bound at the node layer's next step (every 0.05 s, 1 s in real time), in a preempted placeholder's place.
     assert surge["first_replica_wait_s"] <= 1.0
     assert summary["capacity"]["placeholders_preempted"] >= 1
+    # Pause placeholders leave the image to the replica: it pulls it where the placeholder stood.
+    assert surge["phases_s"]["image"] > 0
     [before] = without.summary["capacity"]["surges"]
     # Whether or not capacity arrived without headroom before the load fell, it came sooner with it.
     assert surge["time_to_capacity_s"] is not None
     assert before["time_to_capacity_s"] is None or surge["time_to_capacity_s"] < before["time_to_capacity_s"]
+    assert summary["interrupted"] is False and summary["error"] is None
+    assert_all_gone(summary)
+
+
+def test_headroom_that_follows_demand_grows_when_the_load_steps_up(following_demand: QuickRun) -> None:
+    summary = following_demand.summary
+    hpa = summary["headroom_hpa"]
+    assert hpa["metric"] == "inference_request_rate_growth" and (hpa["min_replicas"], hpa["max_replicas"]) == (1, 4)
+    assert summary["placeholder_image"] == "workload"  # the workload's image, pre-pulled
+    capacity = summary["capacity"]
+    # The arrival rate's growth, read through the adapter, asked for more than the standing placeholder at the step
+    # (4 minutes in), and never before it.
+    ups = [d for d in capacity["headroom_decisions"] if d["to"] > d["from"]]
+    assert ups and ups[0]["t"] >= 240 and ups[0]["growth"] > 0
+    assert max(d["to"] for d in ups) > 1
+    [surge] = capacity["surges"]
+    # The first new replica took the standing placeholder's GPU, on a node that had the image.
+    assert surge["first_replica_wait_s"] <= 1.0 and capacity["placeholders_preempted"] >= 1
     assert summary["interrupted"] is False and summary["error"] is None
     assert_all_gone(summary)

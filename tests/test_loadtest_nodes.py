@@ -401,7 +401,11 @@ def test_a_nodepool_naming_an_unknown_instance_type_is_refused_naming_it(tmp_pat
 @pytest.mark.parametrize(("args", "error"), [
     (["--headroom", "16"], "--headroom 16: 16 GPUs of headroom and 1 of replicas are more than NodePool gpu's "
                            "limits.nvidia.com/gpu (16)"),
-    (["--headroom", "auto:0"], "--headroom 'auto:0': expected auto or auto:N with N at least 1"),
+    (["--headroom", "auto:0"], "--headroom 'auto:0': expected auto, auto:N or auto:M..N with 1 <= N and M <= N"),
+    (["--headroom", "auto:3..2"], "--headroom 'auto:3..2': expected auto, auto:N or auto:M..N"),
+    (["--headroom-signal", "latency"], "--headroom-signal 'latency': expected requests or queue"),
+    (["--headroom-scale-up-window", "-1s"], "--headroom-scale-up-window '-1s': a duration cannot be negative"),
+    (["--surge", "spike"], "--surge 'spike': expected step or ramp"),
     (["--headroom", "-1"], "--headroom '-1': expected 0 or more replicas"),
     (["--nodes", "cluster-autoscaler", "--headroom", "25"], "more than the node groups' maxSize times their GPUs "
                                                             "(24)"),
@@ -409,7 +413,8 @@ def test_a_nodepool_naming_an_unknown_instance_type_is_refused_naming_it(tmp_pat
                                                            "PHASE one of launch, ready, gpu, image_pull, model_load"),
     (["--nodes", "karpenter", "--node-timing", "image_pull=soon"],
      "--node-timing image_pull 'soon': expected a duration"),
-    (["--node-timing", "image_pull=1s"], "need GPU nodes: --nodes karpenter or cluster-autoscaler"),
+    (["--nodes", "none", "--node-timing", "image_pull=1s"], "need GPU nodes: --nodes karpenter or cluster-autoscaler"),
+    (["--compare", "--node-timing", "image_pull=1s"], "need GPU nodes"),  # --compare runs the pod-only loop
     (["--nodes", "karpenter", "--min-replicas", "0"], "--nodes does not combine with --min-replicas 0"),
     (["--headroom", "2", "--nodes", "none"], "need GPU nodes: --nodes karpenter or cluster-autoscaler"),
 ])
@@ -433,13 +438,16 @@ def test_an_unknown_instance_type_in_a_nodepool_file_is_a_cli_error(tmp_path: Pa
 
 
 def test_options_parse_into_the_node_layer() -> None:
-    assert parse_headroom("3") == (3, False) and parse_headroom("auto") == (4, True)
-    assert parse_headroom("auto:6") == (6, True)
+    assert parse_headroom("3") == (3, 3, False) and parse_headroom("auto") == (1, 4, True)  # the chart's bounds
+    assert parse_headroom("auto:6") == (1, 6, True) and parse_headroom("auto:0..2") == (0, 2, True)
     assert parse_timings(["image_pull=5s", "model_load=1m"]) == replace(NodeTimings(), image_pull_s=5.0,
                                                                         model_load_s=60.0)
     config = capacity_config(NodesKind.KARPENTER, headroom="auto", time_scale=20.0, timings=[], nodepool=None,
-                             node_groups=None, placeholder_image="workload", provisioning_time="3m", replicas=1)
+                             node_groups=None, placeholder_image="workload", provisioning_time="3m", replicas=1,
+                             headroom_signal="queue", headroom_scale_up_window="1m")
     assert config.headroom_auto and config.provisioning_s == 180.0 and config.pool is not None
+    assert (config.headroom_min, config.headroom, config.headroom_signal) == (1, 4, "queue")
+    assert (config.headroom_scale_up_s, config.placeholder_image) == (60.0, "inference")
     assert config.one_node(3) == 4  # g5.12xlarge: the cheapest fit for three more replicas
     with pytest.raises(CapacityOptionError, match="--time-scale 0"):
         capacity_config(NodesKind.KARPENTER, headroom=None, time_scale=0, timings=[], nodepool=None,

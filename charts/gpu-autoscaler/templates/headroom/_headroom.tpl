@@ -3,9 +3,21 @@ GPU headroom (values headroom.*): names, sizes and the render-time checks shared
 placeholders.yaml, hpa.yaml, the adapter's rules (the capacity-headroom preset) and NOTES.txt.
 */}}
 
-{{/* The metric the capacity-headroom preset serves (adapter/rules/capacity.py): requests/s that waiting work grows. */}}
+{{/*
+The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/rules/capacity.py): signal requests,
+the arrival rate's growth (requests/s per second); signal queue, what waits growing (requests/s).
+*/}}
 {{- define "gpu-autoscaler.headroom.metric" -}}
+{{- if eq .Values.headroom.auto.signal "queue" -}}
 inference_queue_growth_rate
+{{- else -}}
+inference_request_rate_growth
+{{- end -}}
+{{- end -}}
+
+{{/* The value holding the demand one replica stands for, in the signal's unit: requestsPerReplica or queuePerReplica. */}}
+{{- define "gpu-autoscaler.headroom.perReplicaKey" -}}
+{{- ternary "queuePerReplica" "requestsPerReplica" (eq .Values.headroom.auto.signal "queue") -}}
 {{- end -}}
 
 {{/* The rules-file include name of that preset. */}}
@@ -67,19 +79,24 @@ app.kubernetes.io/component: headroom
 {{- end -}}
 
 {{/*
-The auto HPA's target averageValue as a Kubernetes quantity in milli-units: queuePerReplica / provisioningTime
-(requests per second), rounded to the nearest 0.001, the resolution the HPA controller compares targets in
-(it reads them with Quantity.MilliValue). Fails when the result would be below 1m.
+The auto HPA's target averageValue as a Kubernetes quantity in milli-units: requestsPerReplica (or, with signal
+queue, queuePerReplica) / provisioningTime, rounded to the nearest 0.001, the resolution the HPA controller compares
+targets in (it reads them with Quantity.MilliValue). Fails when the value is missing or the result below 1m.
 */}}
 {{- define "gpu-autoscaler.headroom.averageValue" -}}
 {{- $a := .Values.headroom.auto -}}
+{{- $key := include "gpu-autoscaler.headroom.perReplicaKey" . -}}
+{{- $per := get $a $key -}}
+{{- if kindIs "invalid" $per -}}
+{{- fail (printf "headroom.auto.%s: required with signal %s (the %s one replica stands for at the workload HPA's target)" $key $a.signal (ternary "requests waiting" "requests per second" (eq $a.signal "queue"))) -}}
+{{- end -}}
 {{- $seconds := int (include "gpu-autoscaler.seconds" $a.provisioningTime) -}}
 {{- if le $seconds 0 -}}
-{{- fail (printf "headroom.auto.provisioningTime: %q is no time at all; give the expected time to capacity, e.g. 3m" $a.provisioningTime) -}}
+{{- fail (printf "headroom.auto.provisioningTime: %q is no time at all; give the expected time to capacity, e.g. 9m" $a.provisioningTime) -}}
 {{- end -}}
-{{- $milli := int (round (divf (mulf (float64 $a.queuePerReplica) 1000.0) (float64 $seconds)) 0) -}}
+{{- $milli := int (round (divf (mulf (float64 $per) 1000.0) (float64 $seconds)) 0) -}}
 {{- if lt $milli 1 -}}
-{{- fail (printf "headroom.auto: queuePerReplica %v / provisioningTime %s is below 0.001 requests/s, finer than an HPA target can be; raise queuePerReplica or shorten provisioningTime" $a.queuePerReplica $a.provisioningTime) -}}
+{{- fail (printf "headroom.auto: %s %v / provisioningTime %s is below 0.001 per second, finer than an HPA target can be; raise %s or shorten provisioningTime" $key $per $a.provisioningTime $key) -}}
 {{- end -}}
 {{- printf "%dm" $milli -}}
 {{- end -}}
