@@ -52,6 +52,7 @@ from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.gateway import GATEWAY_METRICS
 from adapter.rules.inference import POD_DEPLOYMENT_RULE
 from adapter.rules.resources import BUILTIN, ResourceTable
+from clikit.durations import parse_prometheus_duration
 
 __all__ = ["CAPACITY_PRESET", "EPP_REQUESTS", "GROWTH_METRIC", "POOL_SERIES", "RATE_WINDOW", "REQUEST_GROWTH_METRIC",
            "SERVER_ARRIVALS", "SERVER_QUEUES", "STEP", "WINDOW", "ServerArrivals", "capacity_preset",
@@ -82,10 +83,9 @@ names' sums (SGLang under both names is not counted twice)."""
 class ServerArrivals:
     """How one inference server's requests arrive: ``counters`` count requests (added up), and where they count a
     request only when it finishes, ``in_flight`` are the gauges of the requests it holds meanwhile, whose growth
-    adds the requests that arrived and have not finished (arrivals = departures + growth of what is inside). Only
-    their growth counts, never their fall: a backlog that drains after the load dropped would otherwise read as
-    fewer arrivals, and its end as a new rise. A server exports each of these from start-up (zero included), so
-    each term is there whenever the server is."""
+    adds the requests that arrived and have not finished (arrivals = departures + change of what is inside: while a
+    backlog drains, departures exceed arrivals by what it loses). A server exports each of these from start-up (zero
+    included), so each term is there whenever the server is."""
 
     server: str
     counters: tuple[str, ...]
@@ -154,9 +154,17 @@ def gateway_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
                           for name in EPP_REQUESTS)
     pool = _names(_SATURATION.names, "<<.LabelMatchers>>")
     dispatched = f"sum(({per_pod}) * on (namespace, pod) group by (namespace, pod) ({pool}))"
-    waiting = " or ".join(f"sum(deriv({name}{{<<.LabelMatchers>>}}[{rate_window}]))" for name in _QUEUE_SIZE.names)
+    waiting = " or ".join(_change(f"{name}{{<<.LabelMatchers>>}}", rate_window, "sum") for name in _QUEUE_SIZE.names)
     # A counter has no series before its first request: the pool's own gauge then says it is there, at 0.
     return f"({dispatched} or 0 * count({pool})) + ({waiting} or vector(0))"
+
+
+def _change(gauge: str, window: str, by: str) -> str:
+    """How much ``gauge`` (a selector) changed per second over ``window``, added up with ``by``: ``delta`` over the
+    window divided by its length, as ``rate`` divides a counter's ``increase``, so that departures counted by a
+    counter and the change of what is inside cover the same stretch (arrivals = departures + that change, exactly,
+    also while a backlog drains)."""
+    return f"{by} (delta({gauge}[{window}])) / {parse_prometheus_duration(window):g}"
 
 
 def server_queue_query() -> str:
@@ -172,8 +180,7 @@ def server_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
     families = []
     for server in SERVER_ARRIVALS:
         terms = [f"sum by (namespace, pod) (rate({name}{{{_POD}}}[{rate_window}]))" for name in server.counters]
-        terms += [f"sum by (namespace, pod) (clamp_min(deriv({name}{{{_POD}}}[{rate_window}]), 0))"
-                  for name in server.in_flight]
+        terms += [_change(f"{name}{{{_POD}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
         families.append(f"({' + '.join(terms)})")
     return _per_deployment(f"({' or '.join(families)})")
 
