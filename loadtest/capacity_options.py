@@ -38,8 +38,9 @@ def capacity_profile(surge: str = "step", count: int = 1) -> Profile:
     return parse_profile(",".join([CAPACITY_BASELINE, *[one] * count]))
 
 
-AUTO_MIN, AUTO_MAX = 1, 4
-"""``--headroom auto``'s bounds: the chart's ``headroom.auto.minReplicas`` and ``maxReplicas`` defaults."""
+AUTO_MIN, AUTO_MAX = 0, 4
+"""``--headroom auto``'s bounds: the chart's ``headroom.auto.minReplicas`` and ``maxReplicas`` defaults on a cluster
+where the HPA may scale to zero (Kubernetes 1.37+)."""
 
 
 class CapacityOptionError(ValueError):
@@ -47,8 +48,8 @@ class CapacityOptionError(ValueError):
 
 
 def parse_headroom(text: str) -> tuple[int, int, bool]:
-    """``--headroom``: a number of placeholder replicas (one workload replica's GPUs each), or ``auto`` (1 to 4
-    placeholders, the chart's ``headroom.auto`` minReplicas and maxReplicas), ``auto:N`` (1 to N) or ``auto:M..N``
+    """``--headroom``: a number of placeholder replicas (one workload replica's GPUs each), or ``auto`` (0 to 4
+    placeholders, the chart's ``headroom.auto`` minReplicas and maxReplicas), ``auto:N`` (0 to N) or ``auto:M..N``
     (M to N). Returns (least, most, auto)."""
     if text == "auto" or text.startswith("auto:"):
         bounds = text.partition(":")[2] or str(AUTO_MAX)

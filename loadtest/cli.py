@@ -268,8 +268,8 @@ def demo(
     ] = "step",
     headroom: Annotated[str | None, typer.Option(
         "--headroom", help="Placeholder replicas holding spare GPUs (priority -10, preemptionPolicy Never): a count, "
-                           "or auto[:MAX or :MIN..MAX] (an HPA on the capacity-headroom preset; default 1..4, the "
-                           "chart's headroom.auto).")] = None,
+                           "or auto[:MAX or :MIN..MAX] (an HPA on the capacity-headroom preset; default 0..4, the "
+                           "chart's headroom.auto on Kubernetes 1.37+).")] = None,
     compare_capacity: Annotated[bool, typer.Option(
         "--compare-capacity", help="Run two surges with no headroom, static headroom of one node (or --headroom N) "
                                    "and auto headroom; print time to capacity, failed requests and GPU-node-seconds "

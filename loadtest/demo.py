@@ -396,8 +396,10 @@ class _Demo:
                 layer = self.layer
                 self.kube_state = KubeStateMetrics(s.namespace, lambda: owners(layer))
                 kube_state = f"127.0.0.1:{self.kube_state.start()}"
+                # The windows on the compressed clock; the noise margin counts over the real rate window (the
+                # load draws real-time counts: LoadGenerator(time_scale=...)).
                 extra_rules = capacity_yaml(*(_prometheus_duration(parse_prometheus_duration(d) / s.time_scale)
-                                              for d in (WINDOW, STEP, RATE_WINDOW)))
+                                              for d in (WINDOW, STEP, RATE_WINDOW)), count_window=RATE_WINDOW)
                 recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",

@@ -14,6 +14,7 @@ steady slope within seconds; the query is the same otherwise. A counter that gro
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from adapter.rules.capacity import (
     CAPACITY_PRESET,
     EPP_REQUESTS,
     GROWTH_METRIC,
+    NOISE_SIGMAS,
     RATE_WINDOW,
     REQUEST_GROWTH_METRIC,
     SERVER_ARRIVALS,
@@ -134,6 +136,13 @@ def servers() -> str:
         ('nv_inference_request_success{model="m",version="1"}', "rtrt-0", 0.25 * t * t),  # success and failure
         ('nv_inference_request_failure{model="m",version="1"}', "rtrt-0", 0.25 * t * t),  # together: +1
         ('nv_inference_pending_request_count{model="m",version="1"}', "rtrt-0", 2),
+        # A scale-down at a flat 10/s: two pods at 5/s each until SCALE_DOWN_AT, then one of them is deleted (its
+        # series and its owner series end) and the other serves all 10/s.
+        *vllm_server("rdown-0", 5 * t + 5 * max(0.0, t - SCALE_DOWN_AT), 1, 0),
+        *(vllm_server("rdown-1", 5 * t, 1, 0) if t < SCALE_DOWN_AT else []),
+        # Growth at 100 requests/s, below and above the noise margin (0.12 requests/s per second there).
+        ("tgi_request_count", "rslow-0", 100 * t + 0.025 * t * t),                     # +0.05
+        ("tgi_request_count", "rfast-0", 100 * t + 0.25 * t * t),                      # +0.5
     ]
     return "".join(f'{series[:-1] + "," if series.endswith("}") else series + "{"}namespace="llm",pod="{pod}"}} '
                    f"{value}\n" for series, pod, value in rows)
@@ -141,12 +150,18 @@ def servers() -> str:
 
 OWNERS = {"grow": ["grow-0", "grow-1"], "flat": ["flat-0"], "fall": ["fall-0"], "tgi": ["tgi-0"], "sgl": ["sgl-0"],
           "quiet": ["quiet-0"], "rgrow": ["rgrow-0"], "rflat": ["rflat-0"], "rfall": ["rfall-0"],
-          "rtgi": ["rtgi-0"], "rsgl": ["rsgl-0"], "rtrt": ["rtrt-0"]}
+          "rtgi": ["rtgi-0"], "rsgl": ["rsgl-0"], "rtrt": ["rtrt-0"], "rslow": ["rslow-0"], "rfast": ["rfast-0"]}
+SCALE_DOWN_AT = 30.0
+"""Seconds after START at which ``rdown`` loses a pod (after the stack's first full windows)."""
+
+
+def owners() -> dict[str, list[str]]:
+    return {**OWNERS, "rdown": ["rdown-0", "rdown-1"] if since() < SCALE_DOWN_AT else ["rdown-0"]}
 
 
 def kube_state() -> str:
     registry = CollectorRegistry()
-    registry.register(OwnerSeries("llm", lambda: OWNERS))
+    registry.register(OwnerSeries("llm", owners))
     return generate_latest(registry).decode()
 
 
@@ -188,18 +203,29 @@ POOLS = {
 }
 
 
+COUNT_WINDOW = "10m"
+"""The noise margin's counting window: as though each 5 s rate counted 10 minutes of requests (the preset's 2 minutes
+with these short windows would leave little growth to see)."""
+
+
+def margin(rate: float) -> float:
+    """The request-rate growth the preset leaves out at ``rate`` requests/s: 2 standard deviations of a flat
+    Poisson load's slope over the 10 s window."""
+    return NOISE_SIGMAS * math.sqrt(2 * rate / 600) / 10
+
+
 class Stack:
     def __init__(self, tmp: Path) -> None:
         self.running = ExitStack()
         server = self.running.enter_context(MetricsEndpoint(render=servers))
-        owners = self.running.enter_context(MetricsEndpoint(kube_state()))
+        owners = self.running.enter_context(MetricsEndpoint(render=kube_state))
         pickers = {pool: self.running.enter_context(MetricsEndpoint(render=render)) for pool, render in POOLS.items()}
         rules = tmp / "recording.yaml"
         rules.write_text(yaml.safe_dump({"groups": [{"name": "t", "rules": recording_rules([])}]}))
         targets: list[str | tuple[str, dict[str, str]]] = [server.address, owners.address]
         targets += [(p.address, {"namespace": "llm", "pod": f"{pool}-epp-0"}) for pool, p in pickers.items()]
         self.prom = self.running.enter_context(PrometheusServer(targets, honor_labels=True, rule_files=[rules]))
-        (tmp / "rules.yaml").write_text(capacity_yaml("10s", "1s", "5s"))
+        (tmp / "rules.yaml").write_text(capacity_yaml("10s", "1s", "5s", count_window=COUNT_WINDOW))
         self.rules = tmp / "rules.yaml"
         self.scaler_port = free_port()
         self.adapter = self.running.enter_context(AdapterProcess(self.prom.url, str(tmp / "certs"), [
@@ -265,8 +291,10 @@ def test_the_servers_queue_growth_is_served_on_the_deployment(stack: Stack) -> N
 def test_the_gateway_request_rate_growth_is_served_external_by_inference_pool(stack: Stack) -> None:
     metric = REQUEST_GROWTH_METRIC
     # Dispatched requests (counted once, though llm-d-router exports both names) plus what waits in flow control.
-    assert stack.external("grow", metric) == pytest.approx(1.0, abs=0.15)
-    assert stack.external("old", metric) == pytest.approx(0.5, abs=0.1)  # Gateway API Inference Extension's name
+    t = since()
+    assert stack.external("grow", metric) == pytest.approx(1.0 - margin(5 + t), abs=0.15)
+    # Gateway API Inference Extension's name
+    assert stack.external("old", metric) == pytest.approx(0.5 - margin(0.5 * t), abs=0.1)
     assert stack.external("flat", metric) == 0
     assert stack.external("idle", metric) == 0  # flow control on, no request yet: no counter series, still 0
     assert stack.external("nofc", metric) is None  # no flow control: the pool is not discovered
@@ -275,15 +303,38 @@ def test_the_gateway_request_rate_growth_is_served_external_by_inference_pool(st
 
 def test_the_servers_request_rate_growth_is_served_on_the_deployment(stack: Stack) -> None:
     metric = REQUEST_GROWTH_METRIC
-    # vLLM counts requests when they finish: what its queue gained arrived too (0.5 + 0.1 per second).
-    assert stack.on_deployment("rgrow", metric) == pytest.approx(0.6, abs=0.1)
-    assert stack.on_deployment("rtgi", metric) == pytest.approx(0.5, abs=0.1)  # TGI counts them on arrival
-    assert stack.on_deployment("rsgl", metric) == pytest.approx(1.0, abs=0.15)
-    assert stack.on_deployment("rtrt", metric) == pytest.approx(1.0, abs=0.15)  # Triton: success and failure
+    # Each less the noise margin at its current rate. vLLM counts requests when they finish: what its queue gained
+    # arrived too (0.5 + 0.1 per second).
+    t = since()
+    assert stack.on_deployment("rgrow", metric) == pytest.approx(0.6 - margin(2 + 0.6 * t), abs=0.1)
+    assert stack.on_deployment("rtgi", metric) == pytest.approx(0.5 - margin(1 + 0.5 * t), abs=0.1)  # on arrival
+    assert stack.on_deployment("rsgl", metric) == pytest.approx(1.0 - margin(t), abs=0.15)
+    assert stack.on_deployment("rtrt", metric) == pytest.approx(1.0 - margin(t), abs=0.15)  # success and failure
+    # At 100 requests/s, growth within the noise of a flat load reads 0; above it, what exceeds it.
+    assert stack.on_deployment("rslow", metric) == 0
+    assert stack.on_deployment("rfast", metric) == pytest.approx(0.5 - margin(100 + 0.5 * t), abs=0.1)
     assert stack.on_deployment("rflat", metric) == 0
     assert stack.on_deployment("rfall", metric) == 0  # a falling rate is 0, never below
     assert stack.on_deployment("quiet", metric) is None  # no request counter reported for it
     assert stack.on_deployment("grow", metric) is None  # queues alone: no counter, no value
+
+
+def test_a_scale_down_at_a_flat_load_is_no_growth(stack: Stack) -> None:
+    # The deleted pod's requests of the rate window still count (its owner series taken over that window), so the
+    # requests moving to the pod that stays read as no change. Counting only the pods owned now, the arrivals would
+    # drop by half at once and climb back over the rate window: 0.26 requests/s per second of growth here at its
+    # peak (measured), against 0.03 at most with the window.
+    metric = REQUEST_GROWTH_METRIC
+    before = stack.on_deployment("rdown", metric)
+    assert since() >= SCALE_DOWN_AT or before == pytest.approx(0, abs=0.05)
+    while since() < SCALE_DOWN_AT:
+        time.sleep(0.2)
+    seen = []
+    while since() < SCALE_DOWN_AT + 16:  # the rate window (5 s) and the slope's (10 s) past the scale-down
+        seen.append(stack.on_deployment("rdown", metric))
+        time.sleep(0.5)
+    assert None not in seen
+    assert max(seen) <= 0.1, seen  # type: ignore[type-var]
 
 
 def test_kubectl_get_raw_reads_both_through_the_aggregation(stack: Stack) -> None:

@@ -2,7 +2,7 @@
 headroom: a scale-up whose new replica waits for a GPU node (the node layer launches one, the pod is Pending
 meanwhile); the same scale-up with placeholders, whose first new replica takes a placeholder's GPU at once; and
 headroom that follows demand, whose HPA reads the capacity-headroom preset's request-rate growth through the real
-adapter and asks for placeholders when the load steps up. Each run is one surge of the load on the compressed clock
+adapter, asks for placeholders when the load steps up and gives them all back after it falls. Each run is one surge of the load on the compressed clock
 (about a minute and a half); figures are real-time equivalents."""
 
 from __future__ import annotations
@@ -77,16 +77,18 @@ def test_the_same_scale_up_with_headroom_does_not_wait(without: QuickRun, with_h
 def test_headroom_that_follows_demand_grows_when_the_load_steps_up(following_demand: QuickRun) -> None:
     summary = following_demand.summary
     hpa = summary["headroom_hpa"]
-    assert hpa["metric"] == "inference_request_rate_growth" and (hpa["min_replicas"], hpa["max_replicas"]) == (1, 4)
+    # The chart's bounds on a cluster whose HPA may scale to zero (Kubernetes 1.37+).
+    assert hpa["metric"] == "inference_request_rate_growth" and (hpa["min_replicas"], hpa["max_replicas"]) == (0, 4)
     assert summary["placeholder_image"] == "workload"  # the workload's image, pre-pulled
     capacity = summary["capacity"]
-    # The arrival rate's growth, read through the adapter, asked for more than the standing placeholder at the step
-    # (4 minutes in), and never before it.
+    # The arrival rate's growth, read through the adapter, asked for placeholders at the step (4 minutes in), and
+    # never before it: the flat load's wobbles stay inside the preset's noise margin.
     ups = [d for d in capacity["headroom_decisions"] if d["to"] > d["from"]]
     assert ups and ups[0]["t"] >= 240 and ups[0]["growth"] > 0
     assert max(d["to"] for d in ups) > 1
-    [surge] = capacity["surges"]
-    # The first new replica took the standing placeholder's GPU, on a node that had the image.
-    assert surge["first_replica_wait_s"] <= 1.0 and capacity["placeholders_preempted"] >= 1
+    # Once the load fell (16 minutes in) the headroom went back to zero, within the HPA's 5-minute window and the
+    # minute or two the slope needs to forget the rise.
+    fall = 240 + 720
+    assert any(d["to"] == 0 and fall <= d["t"] <= fall + 480 for d in capacity["headroom_decisions"])
     assert summary["interrupted"] is False and summary["error"] is None
     assert_all_gone(summary)

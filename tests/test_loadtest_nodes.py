@@ -438,15 +438,15 @@ def test_an_unknown_instance_type_in_a_nodepool_file_is_a_cli_error(tmp_path: Pa
 
 
 def test_options_parse_into_the_node_layer() -> None:
-    assert parse_headroom("3") == (3, 3, False) and parse_headroom("auto") == (1, 4, True)  # the chart's bounds
-    assert parse_headroom("auto:6") == (1, 6, True) and parse_headroom("auto:0..2") == (0, 2, True)
+    assert parse_headroom("3") == (3, 3, False) and parse_headroom("auto") == (0, 4, True)  # the chart's bounds (1.37+)
+    assert parse_headroom("auto:6") == (0, 6, True) and parse_headroom("auto:1..2") == (1, 2, True)
     assert parse_timings(["image_pull=5s", "model_load=1m"]) == replace(NodeTimings(), image_pull_s=5.0,
                                                                         model_load_s=60.0)
     config = capacity_config(NodesKind.KARPENTER, headroom="auto", time_scale=20.0, timings=[], nodepool=None,
                              node_groups=None, placeholder_image="workload", provisioning_time="3m", replicas=1,
                              headroom_signal="queue", headroom_scale_up_window="1m")
     assert config.headroom_auto and config.provisioning_s == 180.0 and config.pool is not None
-    assert (config.headroom_min, config.headroom, config.headroom_signal) == (1, 4, "queue")
+    assert (config.headroom_min, config.headroom, config.headroom_signal) == (0, 4, "queue")
     assert (config.headroom_scale_up_s, config.placeholder_image) == (60.0, "inference")
     assert config.one_node(3) == 4  # g5.12xlarge: the cheapest fit for three more replicas
     with pytest.raises(CapacityOptionError, match="--time-scale 0"):

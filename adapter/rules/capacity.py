@@ -54,9 +54,9 @@ from adapter.rules.inference import POD_DEPLOYMENT_RULE
 from adapter.rules.resources import BUILTIN, ResourceTable
 from clikit.durations import parse_prometheus_duration
 
-__all__ = ["CAPACITY_PRESET", "EPP_REQUESTS", "GROWTH_METRIC", "POOL_SERIES", "RATE_WINDOW", "REQUEST_GROWTH_METRIC",
-           "SERVER_ARRIVALS", "SERVER_QUEUES", "STEP", "WINDOW", "ServerArrivals", "capacity_preset",
-           "capacity_rules", "capacity_yaml", "gateway_arrivals_query", "gateway_queue_query",
+__all__ = ["CAPACITY_PRESET", "EPP_REQUESTS", "GROWTH_METRIC", "NOISE_SIGMAS", "POOL_SERIES", "RATE_WINDOW",
+           "REQUEST_GROWTH_METRIC", "SERVER_ARRIVALS", "SERVER_QUEUES", "STEP", "WINDOW", "ServerArrivals",
+           "capacity_preset", "capacity_rules", "capacity_yaml", "gateway_arrivals_query", "gateway_queue_query",
            "server_arrivals_query", "server_queue_query"]
 
 CAPACITY_PRESET = "capacity-headroom"
@@ -71,6 +71,10 @@ STEP = "15s"
 RATE_WINDOW = "2m"
 """The request counters' ``rate`` window, as the inference presets' (adapter/rules/inference.py): two samples at a
 1-minute scrape interval."""
+
+NOISE_SIGMAS = 2
+"""How many standard deviations of a flat Poisson load's rate slope the request-rate growth leaves out (one-sided:
+about 2 % of a flat load's samples still read above 0)."""
 
 SERVER_QUEUES: tuple[str, ...] = ("vllm:num_requests_waiting", "nv_inference_pending_request_count",
                                   "tgi_queue_size", "sglang:num_queue_reqs", "sglang:num_requests_waiting")
@@ -130,14 +134,32 @@ def _growth(demand: str, window: str, step: str) -> str:
     return f"clamp_min(deriv(({demand})[{window}:{step}]), 0)"
 
 
+def _rate_growth(arrivals: str, window: str, step: str, count_window: str) -> str:
+    """The slope of ``arrivals`` (requests/s) over ``window`` beyond what chance explains at a flat load, at least 0.
+
+    Requests of a flat load arrive at random: a Poisson count over ``count_window`` (C s) has variance r C, so two
+    rates measured a slope window (W s) apart differ by sqrt(2 r / C) (one standard deviation) and their slope by
+    that over W. :data:`NOISE_SIGMAS` of those are taken off: what is left is growth, and a flat load reads 0, so an
+    HPA that may scale to zero (which sizes from 0 as ceil(value / target), with no tolerance) does not buy a GPU
+    node for a wobble."""
+    c, w = parse_prometheus_duration(count_window), parse_prometheus_duration(window)
+    noise = f"{NOISE_SIGMAS:g} * sqrt(2 * clamp_min({arrivals}, 0) / {c:g}) / {w:g}"
+    return f"clamp_min(deriv(({arrivals})[{window}:{step}]) - {noise}, 0)"
+
+
 def _names(names: tuple[str, ...], matchers: str) -> str:
     return f'{{__name__=~"{"|".join(names)}",{matchers}}}'
 
 
-def _per_deployment(per_pod: str) -> str:
-    """A per-pod expression (labels ``namespace``, ``pod``) added up per Deployment the matchers name."""
-    return (f"sum by (<<.GroupBy>>) ({per_pod} * on (namespace, pod) group_left (deployment) "
-            f"{POD_DEPLOYMENT_RULE}{{<<.LabelMatchers>>}})")
+def _per_deployment(per_pod: str, window: str | None = None) -> str:
+    """A per-pod expression (labels ``namespace``, ``pod``) added up per Deployment the matchers name. With
+    ``window``, a pod keeps its Deployment for that long after its owner series ends (``last_over_time``): a deleted
+    pod's counter still counts in a ``rate`` over the window, so a scale-down moves requests from the pods that went
+    to those that stay without reading as a drop of arrivals and then a rise."""
+    owners = f"{POD_DEPLOYMENT_RULE}{{<<.LabelMatchers>>}}"
+    if window is not None:
+        owners = f"last_over_time({owners}[{window}])"
+    return f"sum by (<<.GroupBy>>) ({per_pod} * on (namespace, pod) group_left (deployment) {owners})"
 
 
 def gateway_queue_query() -> str:
@@ -182,7 +204,7 @@ def server_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
         terms = [f"sum by (namespace, pod) (rate({name}{{{_POD}}}[{rate_window}]))" for name in server.counters]
         terms += [_change(f"{name}{{{_POD}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
         families.append(f"({' + '.join(terms)})")
-    return _per_deployment(f"({' or '.join(families)})")
+    return _per_deployment(f"({' or '.join(families)})", rate_window)
 
 
 def _rule(series: str, resources: str, name: str, query: str) -> str:
@@ -193,23 +215,26 @@ def _rule(series: str, resources: str, name: str, query: str) -> str:
 
 
 def capacity_rules(window: str = WINDOW, step: str = STEP, rate_window: str = RATE_WINDOW,
-                   ) -> tuple[list[str], list[str]]:
+                   count_window: str | None = None) -> tuple[list[str], list[str]]:
     """(``rules``, ``externalRules``) as YAML text, the slopes taken over ``window`` at ``step`` and the request
-    counters' rates over ``rate_window``."""
+    counters' rates over ``rate_window``; ``count_window`` (default ``rate_window``) is the real time those rates
+    count requests over, for the noise margin (a compressed clock shortens the windows, not the counts)."""
+    count = count_window or rate_window
     deployments = f'{POD_DEPLOYMENT_RULE}{{namespace!="",deployment!=""}}'
     rules = [_rule(deployments, _DEPLOYMENT_RESOURCES, GROWTH_METRIC, _growth(server_queue_query(), window, step)),
              _rule(deployments, _DEPLOYMENT_RESOURCES, REQUEST_GROWTH_METRIC,
-                   _growth(server_arrivals_query(rate_window), window, step))]
+                   _rate_growth(server_arrivals_query(rate_window), window, step, count))]
     external = [_rule(POOL_SERIES, _NAMESPACE_ONLY, GROWTH_METRIC, _growth(gateway_queue_query(), window, step)),
                 _rule(POOL_SERIES, _NAMESPACE_ONLY, REQUEST_GROWTH_METRIC,
-                      _growth(gateway_arrivals_query(rate_window), window, step))]
+                      _rate_growth(gateway_arrivals_query(rate_window), window, step, count))]
     return rules, external
 
 
-def capacity_yaml(window: str = WINDOW, step: str = STEP, rate_window: str = RATE_WINDOW) -> str:
+def capacity_yaml(window: str = WINDOW, step: str = STEP, rate_window: str = RATE_WINDOW,
+                  count_window: str | None = None) -> str:
     """The preset as a rules file (prometheus-adapter's format); other windows for a compressed clock (the
     demo's)."""
-    rules, external = capacity_rules(window, step, rate_window)
+    rules, external = capacity_rules(window, step, rate_window, count_window)
     return (f"# Built-in rules for headroom that follows demand ({CAPACITY_PRESET}): {GROWTH_METRIC} (requests/s) "
             f"and {REQUEST_GROWTH_METRIC} (requests/s per second), over {window}.\nrules:\n" + "".join(rules)
             + "externalRules:\n" + "".join(external))
