@@ -6,6 +6,7 @@ in real-time seconds."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -210,7 +211,8 @@ def _runs_figure(runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncR
     """Four panels for runs of one profile; the first shows the profile's target rate."""
     fig = Figure(figsize=(11, 11))
     axes = fig.subplots(4, 1, sharex=True)
-    fig.suptitle(title, fontsize=11)
+    # Long lines (the comparison's settings) wrap instead of running off the figure.
+    fig.suptitle("\n".join(textwrap.fill(line, 130) for line in title.splitlines()), fontsize=11)
     if runs and runs[0][1]:
         first = runs[0][1]
         axes[0].step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey",

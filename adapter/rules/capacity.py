@@ -10,7 +10,8 @@ over ``window``, never below 0, so headroom goes to zero when load is flat or fa
   the queue) asks for more replicas.
 * ``inference_request_rate_growth``: how fast the rate of arriving requests grows, in requests per second per
   second. It rises with the load itself, while the replicas still have room and before any queue forms, so it can
-  lead the workload's HPA during a ramp.
+  lead the workload's HPA during a ramp. What a flat load's random arrivals explain is left out
+  (:func:`_rate_growth`), so an HPA that may scale to zero keeps no placeholder for a wobble.
 
 An HPA on the placeholder Deployment with ``target: {type: AverageValue, averageValue: X / T}`` (``T``: the expected
 time to capacity in seconds; ``X``: the workload HPA's queue target per replica for the queue metric, or the
