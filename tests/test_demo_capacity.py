@@ -2,8 +2,8 @@
 headroom: a scale-up whose new replica waits for a GPU node (the node layer launches one, the pod is Pending
 meanwhile); the same scale-up with placeholders, whose first new replica takes a placeholder's GPU at once; and
 headroom that follows demand, whose HPA reads the capacity-headroom preset's request-rate growth through the real
-adapter, asks for placeholders when the load steps up and gives them all back after it falls. Each run is one surge of the load on the compressed clock
-(about a minute and a half); figures are real-time equivalents."""
+adapter, asks for placeholders when the load steps up and gives them all back after it falls. Each run is one surge
+of the load on the compressed clock (about a minute and a half); figures are real-time equivalents."""
 
 from __future__ import annotations
 
