@@ -9,15 +9,23 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
 import clikit
 from clikit.extras import MissingExtra, require_extra
+from loadtest.capacity_options import (
+    CAPACITY_SURGES,
+    PLACEHOLDER_IMAGES,
+    CapacityOptionError,
+    capacity_config,
+    capacity_profile,
+)
 from loadtest.kube import KubeError
 from loadtest.loadgen import Arrivals
+from loadtest.node_layer import CAPACITY_TIME_SCALE, NodesKind
 from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
 from loadtest.promrange import PromRangeError
 from loadtest.scale_on import PODS_CHOICES, ScaleOn
@@ -111,6 +119,9 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
         lines.append(("gateway", f"received {cold['received']}, forwarded {cold['forwarded']}, timed out "
                                   f"{cold['timed_out']}, client left {cold['abandoned']}, upstream errors "
                                   f"{cold['upstream_errors']}"))
+    capacity = s.extra.get("capacity")
+    if capacity:
+        lines += _capacity_lines(capacity)
     for key in ("plot", "csv"):
         if s.extra.get(key):
             lines.append((key, str(s.extra[key])))
@@ -125,6 +136,29 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
             console.print(f"    {label:<{width}}  {st['requests']} requests, {st['errors']} errors, "
                           f"p50 {_fmt(st['p50_ms'], ' ms')}, p95 {_fmt(st['p95_ms'], ' ms')}, "
                           f"p99 {_fmt(st['p99_ms'], ' ms')}", markup=False, soft_wrap=True)
+
+
+def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each surge's time to capacity with its phases, then the node totals (real-time equivalents)."""
+    lines = []
+    for surge in capacity["surges"]:
+        phases = ", ".join(f"{k} {_fmt(v, ' s')}" for k, v in surge["phases_s"].items())
+        reached = _fmt(surge["time_to_capacity_s"], " s") if surge["time_to_capacity_s"] is not None else \
+            "not reached before the load fell"
+        behind = surge.get("behind_demand_s")
+        lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
+            f"; {_fmt(behind, ' s')} after the load needed them"
+        lines.append((f"surge {surge['surge']}: time to capacity",
+                      f"{reached} ({surge['replicas_before']} -> {surge['replicas_asked']} replicas; {phases}{lag})"))
+        lines.append((f"surge {surge['surge']}: waiting",
+                      f"first new replica {_fmt(surge['first_replica_wait_s'], ' s')} for a GPU, "
+                      f"{_fmt(surge['pending_pod_seconds'])} pending pod-seconds, {surge['requests_failed']} requests "
+                      f"failed, {surge['requests_queued']} queued, {surge['nodes_launched']} nodes launched"))
+    lines.append(("GPU nodes", f"{_fmt(capacity['gpu_node_seconds'])} GPU-node-seconds, {capacity['nodes_launched']} "
+                               f"launched, {_fmt(capacity['pending_pod_seconds'])} pending pod-seconds, "
+                               f"{capacity['placeholders_preempted']} placeholders preempted (real-time seconds: the "
+                               f"run went {capacity['time_scale']:g}x faster)"))
+    return lines
 
 
 def _prepare_outputs(*paths: Path | None) -> None:
@@ -221,6 +255,46 @@ def demo(
         "--max-replicas", min=1, max=64, help="maxReplicas, also the number of GPUs (default 8; 4 with "
                                               "--min-replicas 0).")] = None,
     arrivals: Annotated[Arrivals | None, typer.Option("--arrivals", help="uniform (default) or poisson.")] = None,
+    nodes: Annotated[NodesKind | None, typer.Option(
+        "--nodes", help="GPU nodes under the replicas: karpenter (the default: hpa-examples/karpenter/"
+                        "nodepool-gpu.yaml), cluster-autoscaler (hpa-examples/cluster-autoscaler/"
+                        "eksctl-gpu-nodegroups.yaml) or none (replicas start at once; the default with --compare, "
+                        "--min-replicas 0, --metric gateway or --cold-start). With nodes, durations (--profile, "
+                        "--sync-period, --scale-down-window) are real-time figures run --time-scale times faster.")
+    ] = None,
+    surge: Annotated[str, typer.Option(
+        "--surge", help="With nodes: the load's surge from 8 to 55 requests/s, step (at once, held 35 min) or ramp "
+                        "(over 10 min, held 30), after 5 min at 8 and followed by 15; --profile replaces it.")
+    ] = "step",
+    headroom: Annotated[str | None, typer.Option(
+        "--headroom", help="Placeholder replicas holding spare GPUs (priority -10, preemptionPolicy Never): a count, "
+                           "or auto[:MAX or :MIN..MAX] (an HPA on the capacity-headroom preset; default 0..4, the "
+                           "chart's headroom.auto on Kubernetes 1.37+).")] = None,
+    compare_capacity: Annotated[bool, typer.Option(
+        "--compare-capacity", help="Run two surges with no headroom, static headroom of one node (or --headroom N) "
+                                   "and auto headroom; print time to capacity, failed requests and GPU-node-seconds "
+                                   "side by side.")] = False,
+    time_scale: Annotated[float, typer.Option(
+        "--time-scale", help="With --nodes: how many times faster than real time the demo runs (default 20).")
+    ] = CAPACITY_TIME_SCALE,
+    node_timing: Annotated[list[str] | None, typer.Option(
+        "--node-timing", help="PHASE=DURATION in real time (repeatable): launch (45s), ready (20s), gpu (1m55s), "
+                              "image_pull (5m34s), model_load (48s); docs/capacity.md cites each.")] = None,
+    nodepool: Annotated[Path | None, typer.Option("--nodepool", help="A Karpenter NodePool manifest.")] = None,
+    node_groups: Annotated[Path | None, typer.Option("--node-groups", help="An eksctl ClusterConfig.")] = None,
+    placeholder_image: Annotated[str, typer.Option(
+        "--placeholder-image", help="What the placeholders run: pause (the chart's default) or workload (its image, "
+                                    "as the chart's headroom.placeholders.prePullImage: a replica that takes the "
+                                    "GPU finds it pulled).")] = "pause",
+    provisioning_time: Annotated[str | None, typer.Option(
+        "--provisioning-time", help="Auto headroom: the time to capacity it plans for (default: the node, image "
+                                    "and model phases added up).")] = None,
+    headroom_signal: Annotated[str, typer.Option(
+        "--headroom-signal", help="Auto headroom: what its HPA reads, requests (inference_request_rate_growth) or "
+                                  "queue (inference_queue_growth_rate).")] = "requests",
+    headroom_scale_up_window: Annotated[str | None, typer.Option(
+        "--headroom-scale-up-window", help="Auto headroom: its HPA's behavior.scaleUp.stabilizationWindowSeconds, "
+                                           "in real time.")] = None,
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
     require_extra("gpu-loadtest demo (its plot, --plot)", "loadtest", "matplotlib")
@@ -229,12 +303,49 @@ def demo(
         QUICK_SETTINGS,
         ZERO_QUICK_SETTINGS,
         ZERO_SETTINGS,
-        DemoOutputs,
-        run_demo,
+        capacity_settings,
         with_overrides,
     )
-    from loadtest.live import Progress
 
+    if placeholder_image not in PLACEHOLDER_IMAGES:
+        raise UsageError(f"--placeholder-image {placeholder_image!r}: expected pause or workload")
+    if surge not in CAPACITY_SURGES:
+        raise UsageError(f"--surge {surge!r}: expected {' or '.join(CAPACITY_SURGES)}")
+    pod_only = min_replicas == 0 or metric is ScaleOn.GATEWAY or compare or cold_start is not None
+    if nodes is None:  # GPU nodes unless the run asks for what only the pod-only loop has
+        nodes = NodesKind.NONE if pod_only and headroom is None and not compare_capacity else NodesKind.KARPENTER
+    if nodes is not NodesKind.NONE:
+        if pod_only:
+            raise UsageError("--nodes does not combine with --min-replicas 0, --metric gateway, --compare or "
+                             "--cold-start (the model load is --node-timing model_load=...); --nodes none runs "
+                             "the pod-only loop")
+        config = capacity_config(nodes or NodesKind.KARPENTER, headroom=headroom, time_scale=time_scale,
+                                 timings=node_timing or [], nodepool=nodepool, node_groups=node_groups,
+                                 placeholder_image=placeholder_image, provisioning_time=provisioning_time,
+                                 replicas=1, headroom_signal=headroom_signal,
+                                 headroom_scale_up_window=headroom_scale_up_window)
+        k = config.time_scale
+        window = None if scale_down_window is None else parse_duration(scale_down_window) / k
+        real = parse_profile(profile) if profile else None
+        if real is None and not quick:
+            real = capacity_profile(surge, 2 if compare_capacity else 1)
+        settings = with_overrides(
+            capacity_settings(config, quick=quick, profile=real),
+            sync_period_s=None if sync_period is None else parse_duration(sync_period) / k,
+            scale_down_window_s=None if window is None else round(window), target=target,
+            max_replicas=max_replicas, arrivals=arrivals, scale_on=metric, queue_target=queue_target,
+            min_replicas=min_replicas)
+        _check(settings)
+        plot = plot or Path("out/demo-capacity.png" if compare_capacity else "out/demo-nodes.png")
+        _prepare_outputs(plot, summary, csv_path)
+        if compare_capacity:
+            _compare_capacity(Console(highlight=False), settings, plot, summary, csv_path)
+            return
+        _run_one(settings, plot, summary, csv_path)
+        return
+    if headroom is not None or compare_capacity or node_timing or nodepool or node_groups or provisioning_time:
+        raise UsageError("--headroom, --compare-capacity, --node-timing, --nodepool, --node-groups and "
+                         "--provisioning-time need GPU nodes: --nodes karpenter or cluster-autoscaler")
     zero = min_replicas == 0 or metric is ScaleOn.GATEWAY
     if zero:
         base = ZERO_QUICK_SETTINGS if quick else ZERO_SETTINGS
@@ -249,6 +360,21 @@ def demo(
         arrivals=arrivals, scale_on=metric, queue_target=queue_target, min_replicas=min_replicas,
         cold_start_s=None if cold_start is None else parse_duration(cold_start),
         gateway_timeout_s=None if gateway_timeout is None else parse_duration(gateway_timeout))
+    _check(settings)
+    plot = plot or Path("out/demo-compare.png" if compare else "out/demo.png")
+    _prepare_outputs(plot, summary, csv_path)
+    console = Console(highlight=False)
+    if compare and settings.gateway:
+        _compare_zero(console, settings, plot, summary, csv_path)
+        return
+    if compare:
+        _compare(console, settings, plot, summary, csv_path)
+        return
+    _run_one(settings, plot, summary, csv_path)
+
+
+def _check(settings: DemoSettings) -> None:
+    """The settings' own limits, as one-line usage errors."""
     if settings.sync_period_s <= 0:
         raise UsageError("--sync-period must be longer than 0 s")
     if settings.queue_target <= 0:
@@ -261,19 +387,17 @@ def demo(
         settings.hpa_spec().validate()
     except ValueError as exc:
         raise UsageError(f"{exc}; scale to zero on the gateway's queue: --metric gateway") from None
-    plot = plot or Path("out/demo-compare.png" if compare else "out/demo.png")
-    _prepare_outputs(plot, summary, csv_path)
-    console = Console(highlight=False)
-    if compare and settings.gateway:
-        _compare_zero(console, settings, plot, summary, csv_path)
-        return
-    if compare:
-        _compare(console, settings, plot, summary, csv_path)
-        return
+
+
+def _run_one(settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None) -> None:
+    from loadtest.demo import DemoOutputs, run_demo
+    from loadtest.live import Progress
+
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
     outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
     result = _cancellable(lambda: run_demo(settings, outputs, progress))
-    print_summary(console, result.summary, "interrupted: partial summary" if result.interrupted else "summary")
+    print_summary(Console(highlight=False), result.summary,
+                  "interrupted: partial summary" if result.interrupted else "summary")
     _end(result)
 
 
@@ -303,6 +427,39 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
     console.print(f"\ncomparison ({settings.profile.text()}, HPA sync every {settings.sync_period_s:g}s)",
                   markup=False, soft_wrap=True)
     console.print(format_table([comparison_row(c, r.summary) for c, r in results]), markup=False, soft_wrap=True)
+    if plot.exists():
+        console.print(f"plot: {plot}", markup=False, soft_wrap=True)
+    _end(results[-1][1])
+
+
+def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summary: Path | None,
+                      csv_path: Path | None) -> None:
+    from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
+    from loadtest.demo import describe_hpa, describe_placeholders
+    from loadtest.live import Progress
+
+    capacity = settings.capacity
+    assert capacity is not None
+    static = capacity.headroom or capacity.one_node(max(settings.needed_replicas - settings.min_replicas, 1))
+
+    def progress(name: str) -> Progress:
+        return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --headroom {name}")
+
+    results = _cancellable(lambda: run_capacity_comparison(settings, static, plot=plot, summary=summary,
+                                                           csv=csv_path, progress=progress))
+    labels = {"none": "none", "static": f"static {static}", "auto": "auto"}
+    for name, result in results:
+        print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}"
+                      + (": interrupted, partial summary" if result.interrupted else ""))
+    rows = [capacity_row(labels[n], r.summary) for n, r in results]
+    real = settings.profile.scaled(time_factor=settings.time_scale).text()
+    console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {real} in real time, run "
+                  f"{settings.time_scale:g}x faster; {describe_hpa(settings)}; {describe_placeholders(capacity)}; "
+                  f"auto headroom {capacity.headroom_signal}, figures in real-time seconds)",
+                  markup=False, soft_wrap=True)
+    console.print(format_capacity_table(rows), markup=False, soft_wrap=True)
+    for line in capacity_figures(rows):
+        console.print(line, markup=False, soft_wrap=True)
     if plot.exists():
         console.print(f"plot: {plot}", markup=False, soft_wrap=True)
     _end(results[-1][1])
@@ -469,4 +626,4 @@ def replica(
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
     clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed,
-                                              MissingExtra, TaurusFileError))
+                                              MissingExtra, CapacityOptionError, TaurusFileError))

@@ -3,7 +3,11 @@ waiting, both), then one table and one plot of all runs. Each run starts its own
 
 ``gpu-loadtest demo --min-replicas 0 --compare``: the scale-to-zero setup (the gateway in front, the HPA on its
 External metrics) once with minReplicas 1 and once with 0, on the same profile: the GPU-seconds each used, the
-time at zero, the wake-ups, how long requests that found no replica waited, and what failed."""
+time at zero, the wake-ups, how long requests that found no replica waited, and what failed.
+
+``gpu-loadtest demo --compare-capacity``: GPU nodes under the replicas, the two-surge load once with no headroom,
+once with static headroom (one node's GPUs) and once with headroom that follows demand: each surge's time to
+capacity, the failed requests and the nodes' GPU-seconds, and the figures the headroom is judged by."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loadtest.capacity_options import AUTO_MIN
 from loadtest.demo import (
     DemoOutputs,
     DemoResult,
@@ -19,6 +24,7 @@ from loadtest.demo import (
     ScaleOn,
     describe_gateway_hpa,
     describe_metrics,
+    describe_placeholders,
     run_demo,
 )
 from loadtest.live import Progress
@@ -26,8 +32,9 @@ from loadtest.plot import plot_comparison
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary
 
-__all__ = ["COLUMNS", "ZERO_COLUMNS", "ComparisonRow", "ZeroRow", "comparison_row", "format_table",
-           "format_zero_table", "run_comparison", "run_zero_comparison", "saving", "zero_row"]
+__all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityRow", "ComparisonRow", "ZeroRow", "capacity_figures",
+           "capacity_row", "comparison_row", "format_capacity_table", "format_table", "format_zero_table",
+           "run_capacity_comparison", "run_comparison", "run_zero_comparison", "saving", "zero_row"]
 
 
 @dataclass(frozen=True)
@@ -193,5 +200,116 @@ async def run_zero_comparison(settings: DemoSettings, *, plot: Path | None, summ
     if summary is not None:
         atomic_write_json(summary, {"table": [vars(r) for r in rows], "saving": saving(rows),
                                     "runs": {f"min-{m}": r.summary.to_json() for m, r in results},
+                                    "plot": str(plot) if plot is not None and done else None})
+    return results
+
+
+@dataclass(frozen=True)
+class CapacityRow:
+    """One ``--compare-capacity`` run: time to capacity of each surge (real-time equivalents; ``None``: not reached
+    before the load fell), the first surge's phases, failed requests, the nodes' GPU-seconds and the workload's
+    pending pod-seconds over the profile."""
+
+    headroom: str
+    time_to_capacity_s: tuple[float | None, ...]
+    behind_demand_s: tuple[float | None, ...]
+    first_phases_s: dict[str, float]
+    failed: int
+    sent: int
+    gpu_node_seconds: float | None
+    pending_pod_seconds: float | None
+
+
+def capacity_row(headroom: str, summary: Summary) -> CapacityRow:
+    capacity = summary.extra.get("capacity") or {}
+    surges = capacity.get("surges") or []
+    return CapacityRow(headroom, tuple(s["time_to_capacity_s"] for s in surges),
+                       tuple(s.get("behind_demand_s") for s in surges),
+                       dict(surges[0]["phases_s"]) if surges else {}, summary.failed, summary.requests["sent"],
+                       capacity.get("gpu_node_seconds"), capacity.get("pending_pod_seconds"))
+
+
+CAPACITY_COLUMNS = ("headroom", "time to capacity per surge", "behind demand",
+                    "surge 1: decision / node / image / model", "requests failed", "GPU-node-seconds",
+                    "pending pod-seconds")
+
+
+def format_capacity_table(rows: Sequence[CapacityRow]) -> str:
+    """A Markdown table of the headroom runs (readable as plain text too)."""
+    cells = [[r.headroom, ", ".join(_cell(t, " s") for t in r.time_to_capacity_s) or "-",
+              ", ".join(_cell(t, " s") for t in r.behind_demand_s) or "-",
+              " / ".join(_cell(r.first_phases_s.get(p), " s") for p in ("decision", "node", "image", "model")),
+              f"{r.failed} of {r.sent}", _cell(r.gpu_node_seconds), _cell(r.pending_pod_seconds)] for r in rows]
+    return _markdown(CAPACITY_COLUMNS, cells)
+
+
+def capacity_figures(rows: Sequence[CapacityRow]) -> list[str]:
+    """The issue's figures, printed (never asserted): how much static headroom cuts the first surge's time to
+    capacity, and how much of that gain the auto headroom keeps for what share of static headroom's extra
+    GPU-node-seconds; the same for the time behind demand where a ramp makes it differ."""
+    by = {r.headroom.split(" ")[0]: r for r in rows}
+    none, static, auto = by.get("none"), by.get("static"), by.get("auto")
+    lines = _gain_lines(none, static, auto, lambda r: r.time_to_capacity_s, "time to capacity")
+    behind = _gain_lines(none, static, auto, lambda r: r.behind_demand_s, "time behind demand")
+    if any(r.behind_demand_s[:1] != r.time_to_capacity_s[:1] for r in rows if r.behind_demand_s):
+        lines += behind
+    costs = [None if r is None else r.gpu_node_seconds for r in (none, static, auto)]
+    if None not in costs:
+        base_cost, static_cost, auto_cost = costs
+        extra_static, extra_auto = static_cost - base_cost, auto_cost - base_cost  # type: ignore[operator]
+        if extra_static > 0:
+            lines.append(f"auto headroom's extra GPU-node-seconds were {100 * extra_auto / extra_static:.0f} % of "
+                         f"static headroom's ({extra_auto:.0f} vs {extra_static:.0f}; goal: <= 50 %)")
+    return lines
+
+
+def _gain_lines(none: CapacityRow | None, static: CapacityRow | None, auto: CapacityRow | None,
+                figure: Callable[[CapacityRow], tuple[float | None, ...]], name: str) -> list[str]:
+    """Static headroom's cut of the first surge's ``figure`` and the share of it the auto headroom kept."""
+
+    def first(row: CapacityRow | None) -> float | None:
+        return figure(row)[0] if row is not None and figure(row) else None
+
+    base, fixed, demand = first(none), first(static), first(auto)
+    lines: list[str] = []
+    if base and fixed is not None:
+        lines.append(f"static headroom cut the first surge's {name} by {100 * (base - fixed) / base:.0f} % "
+                     f"({base:g} s -> {fixed:g} s; goal: >= 80 %)")
+        if demand is not None and base > fixed:
+            lines.append(f"auto headroom kept {100 * (base - demand) / (base - fixed):.0f} % of that gain "
+                         f"({demand:g} s; goal: >= 70 %)")
+    return lines
+
+
+async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: Path | None, summary: Path | None,
+                                  csv: Path | None, progress: Callable[[str], Progress], runner: Runner = run_demo,
+                                  ) -> list[tuple[str, DemoResult]]:
+    """The same load with no headroom, ``static`` placeholder replicas and auto headroom (at most as many; at least
+    what ``--headroom auto:M..N`` said, else the chart's default), in that order; stops after
+    a run that failed or was interrupted. The plot and the summary (``{"table": [...], "figures": [...], "runs":
+    {name: summary}}``) cover the runs that finished; ``csv`` gets ``NAME-none.csv``, ``NAME-static.csv``,
+    ``NAME-auto.csv``."""
+    capacity = settings.capacity
+    assert capacity is not None
+    least = capacity.headroom_min if capacity.headroom_auto else min(AUTO_MIN, static)  # the chart's default
+    variants = [("none", replace(capacity, headroom=0, headroom_auto=False)),
+                ("static", replace(capacity, headroom=static, headroom_auto=False)),
+                ("auto", replace(capacity, headroom=static, headroom_auto=True, headroom_min=least))]
+    results = await _run_each([(name, replace(settings, capacity=c)) for name, c in variants], csv, progress,
+                              runner)
+    labels = {"none": "none", "static": f"static {static}", "auto": "auto"}
+    done = [(n, r) for n, r in results if not (r.interrupted or r.error)]
+    rows = [capacity_row(labels[n], r.summary) for n, r in results]
+    if plot is not None and done:
+        from loadtest.plot import plot_capacity_comparison
+
+        plot_capacity_comparison([(labels[n], r.rows, r.syncs) for n, r in done], plot,
+                                 time_scale=settings.time_scale,
+                                 title=f"gpu-loadtest demo --compare-capacity --nodes {capacity.kind.value}: "
+                                       f"{describe_metrics(settings)}; {describe_placeholders(capacity)}\n"
+                                       + "; ".join(capacity_figures(rows)[:1]))
+    if summary is not None:
+        atomic_write_json(summary, {"table": [vars(r) for r in rows], "figures": capacity_figures(rows),
+                                    "runs": {n: r.summary.to_json() for n, r in results},
                                     "plot": str(plot) if plot is not None and done else None})
     return results

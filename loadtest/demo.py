@@ -12,6 +12,15 @@ Prometheus and the adapter's inference-gateway preset, and the HPA scales on the
 ``inference_pool``: the queue (which wakes the replicas from zero) and the pool's running requests (which hold them
 while they serve). Replicas start with a cold start (the model load) before they are ready. The run records the
 GPU time the replicas held and how long requests waited at the gateway for a replica.
+
+GPU nodes in the loop (``capacity``, :mod:`loadtest.node_layer`): each new replica's pod waits for a node from
+Karpenter or Cluster Autoscaler, then for its image, then loads its model; placeholders hold headroom (a fixed
+count, or an HPA on the ``capacity-headroom`` preset's Object metric, read through the same adapter from a
+kube-state-metrics stand-in and Prometheus' pod -> Deployment recording rule). The run is on a compressed clock:
+every Kubernetes and cloud delay (HPA sync, windows and policies, provisioner timers, node phases, image pull, model
+load) and the profile are real-time figures divided by the time scale. The summary adds each surge's time to
+capacity and its phases (:mod:`loadtest.time_to_capacity`), pending pod-seconds and GPU-node-seconds, in real-time
+equivalents.
 """
 
 from __future__ import annotations
@@ -30,11 +39,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from adapter.rules.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
+from adapter.rules.inference import recording_rules
+from clikit.durations import parse_prometheus_duration
+from loadtest.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
 from loadtest.deployment import DeploymentConfig, LocalDeployment, Replica
 from loadtest.gateway import QUEUE_METRIC as GATEWAY_QUEUE
 from loadtest.gateway import RUNNING_METRIC as GATEWAY_RUNNING
 from loadtest.gateway import Endpoint, Gateway, GatewayConfig
 from loadtest.hpa import (
+    DEFAULT_SCALE_DOWN_POLICIES,
+    DEFAULT_SCALE_UP_POLICIES,
     Autoscaler,
     Behavior,
     ControllerConfig,
@@ -49,16 +64,19 @@ from loadtest.hpa import (
     ScalingRules,
 )
 from loadtest.hpa_loop import HpaLoop
+from loadtest.kube_state import KubeStateMetrics
 from loadtest.kubelet import PodResourcesServer
 from loadtest.live import Progress, Snapshot
 from loadtest.loadgen import Arrivals, LoadGenerator, percentile
 from loadtest.metrics_api import CustomMetricsClient
+from loadtest.node_layer import NodeLayer, NodeLayerConfig, owners
 from loadtest.processes import ChildProcesses
 from loadtest.profile import Profile, parse_profile
 from loadtest.scale_on import QUEUE_METRIC, ScaleOn
 from loadtest.stack import MetricsStack, StackConfig
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
+from loadtest.time_to_capacity import demand_for, measure, surges
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
@@ -109,6 +127,54 @@ class DemoSettings:
     endpoint_limit: int = 4
     wake_replicas: int = 2
     pool: str = "infer"
+    capacity: NodeLayerConfig | None = None
+
+    @property
+    def time_scale(self) -> float:
+        """Real seconds per demo second of the Kubernetes and cloud delays (1 without nodes)."""
+        return 1.0 if self.capacity is None else self.capacity.time_scale
+
+    def _policies(self, policies: tuple[ScalingPolicy, ...]) -> tuple[ScalingPolicy, ...]:
+        """The HPA's default rate-limit policies with their periods on the compressed clock."""
+        return tuple(replace(p, period_seconds=max(1, round(p.period_seconds / self.time_scale))) for p in policies)
+
+    @property
+    def provisioning_s(self) -> float:
+        """The expected time to capacity the auto headroom plans for (real seconds): a node, the image, the model."""
+        assert self.capacity is not None
+        t = self.capacity.timings
+        return self.capacity.provisioning_s or t.node_s + t.image_pull_s + t.model_load_s
+
+    @property
+    def requests_per_replica(self) -> float:
+        """Requests per second one replica serves at the HPA's GPU target (25 at 40 ms and 100 %, so 15 at 60)."""
+        return 1000 / self.service_ms * self.target / 100
+
+    @property
+    def headroom_metric(self) -> tuple[str, float]:
+        """What the auto headroom's HPA reads, and the demand one replica stands for in its unit: the request rate's
+        growth and the requests per second a replica serves at target, or the queue's growth and the queue target
+        per replica."""
+        assert self.capacity is not None
+        if self.capacity.headroom_signal == "queue":
+            return GROWTH_METRIC, self.queue_target
+        return REQUEST_GROWTH_METRIC, self.requests_per_replica
+
+    def placeholder_hpa_spec(self) -> HPASpec:
+        """The HPA on the placeholders: the preset's metric of the workload's Deployment (Object), AverageValue the
+        demand a replica stands for / time to capacity (in demo seconds); its windows on the compressed clock."""
+        assert self.capacity is not None
+        c = self.capacity
+        metric, per_replica = self.headroom_metric
+        target = per_replica / (self.provisioning_s / self.time_scale)
+        return HPASpec(
+            max_replicas=c.headroom, min_replicas=c.headroom_min,
+            metrics=(MetricSpec.object(metric, "Deployment/infer", average_value=f"{target:.4g}"),),
+            behavior=Behavior(
+                scale_up=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_up_s / self.time_scale),
+                                      policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
+                scale_down=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_down_s / self.time_scale),
+                                        policies=self._policies(DEFAULT_SCALE_DOWN_POLICIES))))
 
     @property
     def gateway(self) -> bool:
@@ -169,11 +235,15 @@ class DemoSettings:
                 behavior=Behavior(scale_up=ScalingRules(policies=(wake,)), scale_down=down),
             )
         targets = {QUEUE_METRIC: self.queue_target, self.metric: self.target}
+        behavior = Behavior(scale_down=down)
+        if self.capacity is not None:
+            behavior = Behavior(scale_up=ScalingRules(policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
+                                scale_down=replace(down, policies=self._policies(DEFAULT_SCALE_DOWN_POLICIES)))
         return HPASpec(
             max_replicas=self.max_replicas,
             min_replicas=self.min_replicas,
             metrics=tuple(MetricSpec.pods(name, average_value=f"{targets[name]:g}") for name in self.hpa_metrics),
-            behavior=Behavior(scale_down=down),
+            behavior=behavior,
         )
 
     def controller(self) -> ControllerConfig:
@@ -194,7 +264,22 @@ class DemoSettings:
                     "gateway_timeout_seconds": self.gateway_timeout_s, "endpoint_limit": self.endpoint_limit,
                     "inference_pool": self.pool, "scale_up_policy": {
                         "type": "Pods", "value": self.wake_replicas, "periodSeconds": self.scale_up_period_s}}
-                   if self.gateway else {})}
+                   if self.gateway else {}),
+                **({"nodes": self.capacity.kind.value, "time_scale": self.time_scale,
+                    "headroom": f"auto:{self.capacity.headroom}" if self.capacity.headroom_auto
+                    else self.capacity.headroom,
+                    "placeholder_image": next(name for name, image in PLACEHOLDER_IMAGES.items()
+                                              if image == self.capacity.placeholder_image),
+                    "node_timings_seconds": vars(self.capacity.timings),
+                    "profile_real_time": self.profile.scaled(time_factor=self.time_scale).text(),
+                    **({"headroom_hpa": {"metric": self.headroom_metric[0], "averageValue": str(
+                        self.placeholder_hpa_spec().metrics[0].target_milli / 1000), "provisioning_seconds":
+                        self.provisioning_s, "per_replica": self.headroom_metric[1],
+                        "min_replicas": self.capacity.headroom_min, "max_replicas": self.capacity.headroom,
+                        "scale_up_stabilization_seconds": self.capacity.headroom_scale_up_s,
+                        "scale_down_stabilization_seconds": self.capacity.headroom_scale_down_s}}
+                       if self.capacity.headroom_auto else {})}
+                   if self.capacity is not None else {})}
 
 
 DEFAULT_SETTINGS = DemoSettings(profile=parse_profile("15s:8,10s:8..55,60s:55,10s:55..8,55s:8"),
@@ -210,6 +295,17 @@ ZERO_SETTINGS = DemoSettings(profile=parse_profile("20s:5,120s:0,60s:10,120s:0")
 ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"), sync_period_s=2.0,
                                    scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
                                    cold_start_s=2.0, gateway_timeout_s=15.0)
+
+def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile: Profile | None = None
+                      ) -> DemoSettings:
+    """The demo with GPU nodes: ``profile`` (real seconds; default one step surge, or the quick one) and the HPA's
+    sync period (15 s) and scale-down window (300 s, the controller's default) on the compressed clock; each
+    replica's cold start is the model load; Poisson arrivals."""
+    k = capacity.time_scale
+    real = profile or (parse_profile(CAPACITY_QUICK_PROFILE) if quick else capacity_profile())
+    return DemoSettings(profile=real.scaled(time_factor=1 / k), sync_period_s=15 / k,
+                        scale_down_window_s=round(300 / k), cold_start_s=capacity.timings.model_load_s / k,
+                        arrivals=Arrivals.POISSON, capacity=capacity)
 
 
 @dataclass(frozen=True)
@@ -248,7 +344,8 @@ class _Demo:
         self.kubelet = PodResourcesServer(str(self.workdir / "kubelet.sock"))
         self.state: dict[int, dict[str, Any]] = {}
         self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
-                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals)
+                                     max_inflight=settings.client_inflight, arrivals=settings.arrivals,
+                                     time_scale=settings.time_scale)
         self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
                                              endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
         self.gateway_url: str | None = None
@@ -257,6 +354,9 @@ class _Demo:
         self.stack: MetricsStack | None = None
         self._stack_start: asyncio.Future[None] | None = None
         self.hpa: HpaLoop | None = None
+        self.layer = NodeLayer(settings.capacity, "infer") if settings.capacity is not None else None
+        self.headroom_hpa: HpaLoop | None = None
+        self.kube_state: KubeStateMetrics | None = None
         self.started = time.monotonic()
         self.startup_s: float | None = None
         self.last_decision = ""
@@ -285,17 +385,30 @@ class _Demo:
             DeploymentConfig(max_replicas=s.max_replicas, namespace=s.namespace, service_s=s.service_ms / 1000,
                              busy_window_s=s.busy_window_s, cold_start_s=s.cold_start_s),
             self.processes, self.kubelet, self.workdir / "gpu-state.json", self.workdir / "objects.json",
-            self.workdir / "inference-targets.json", on_endpoints=self._to_gateway)
+            self.workdir / "inference-targets.json", on_endpoints=self._to_gateway, gate=self.layer)
         # A Deployment created at 0 replicas counts as paused by hand: the HPA would never wake it. Start at 1 (or
         # minReplicas) and let the HPA take it to 0.
         await self.deployment.scale(max(s.min_replicas, 1))
+        kube_state, extra_rules, recording = None, "", []
+        if self.layer is not None:
+            self.layer.bootstrap()
+            if self.layer.config.headroom_auto:
+                layer = self.layer
+                self.kube_state = KubeStateMetrics(s.namespace, lambda: owners(layer))
+                kube_state = f"127.0.0.1:{self.kube_state.start()}"
+                # The windows on the compressed clock; the noise margin counts over the real rate window (the
+                # load draws real-time counts: LoadGenerator(time_scale=...)).
+                extra_rules = capacity_yaml(*(_prometheus_duration(parse_prometheus_duration(d) / s.time_scale)
+                                              for d in (WINDOW, STEP, RATE_WINDOW)), count_window=RATE_WINDOW)
+                recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
             kubelet_socket=self.workdir / "kubelet.sock", objects_file=self.workdir / "objects.json",
             cert_dir=self.workdir / "certs", inference_targets=self.workdir / "inference-targets.json",
             rules_file=self.workdir / "rules.yaml", collect_interval_ms=s.collect_interval_ms,
             scrape_interval_s=s.scrape_interval_s, relist_interval_s=s.relist_interval_s,
-            gateway=gateway_target), self.processes)
+            gateway=gateway_target, kube_state=kube_state, extra_rules=extra_rules, recording_rules=recording),
+            self.processes)
         self.progress.event("starting the exporter, Prometheus and the adapter ...")
         # In a task of its own so that a cancellation cannot leave it spawning processes after the cleanup.
         self._stack_start = asyncio.ensure_future(asyncio.to_thread(self.stack.start))
@@ -307,6 +420,14 @@ class _Demo:
             self.hpa = HpaLoop(Autoscaler(s.hpa_spec(), s.controller()), metrics, self.deployment,
                                namespace=s.namespace, selector=self.deployment.config.selector,
                                clock=lambda: loop.time() - self._t0())
+            if self.layer is not None and self.layer.config.headroom_auto:
+                # The steady state before the load: flat, so the HPA has taken the placeholders (created at 1, a
+                # Deployment's default) to 0 and holds the ScaledToZero condition that lets it wake them.
+                scaler = Autoscaler(s.placeholder_hpa_spec(), s.controller(),
+                                    scaled_to_zero=True if self.layer.config.headroom_min == 0 else None)
+                self.headroom_hpa = HpaLoop(scaler, metrics, self.layer.placeholders, namespace=s.namespace,
+                                            selector=f"app={self.layer.placeholder_name}",
+                                            clock=lambda: loop.time() - self._t0())
             names = " and ".join(s.hpa_metrics)
             of = f"pool {s.pool}" if s.gateway else f"{self.deployment.config.name}-0"
             self.progress.event(f"waiting for {names} of {of} to reach the HPA ...")
@@ -338,6 +459,8 @@ class _Demo:
         last: dict[str, object] = {}
         while True:
             readings = await self.hpa.read()
+            if self.headroom_hpa is not None:
+                readings.update(await self.headroom_hpa.read())
             last = dict(readings)
             if all(complete(r) for r in readings.values()):
                 return
@@ -356,6 +479,11 @@ class _Demo:
             asyncio.create_task(self.hpa.run(s.sync_period_s, self._on_sync), name="hpa"),
             asyncio.create_task(self._sample(), name="sample"),
         ]
+        if self.layer is not None:
+            self.layer.load_started = self.layer.now() - (asyncio.get_running_loop().time() - self._t0())
+            workers.append(asyncio.create_task(self.layer.run(), name="nodes"))
+        if self.headroom_hpa is not None:
+            workers.append(asyncio.create_task(self._run_headroom(self.headroom_hpa), name="headroom-hpa"))
         try:
             done, _ = await asyncio.wait([load, *workers], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -379,6 +507,19 @@ class _Demo:
             self.progress.event(line)
         elif record.error and record.error != previous_error:  # a metrics problem: say so once, not every sync
             self.progress.event(line)
+
+    async def _run_headroom(self, hpa: HpaLoop) -> None:
+        """The placeholders' HPA, from the moment the preset's windows hold only the load's samples: before, the
+        request rate over its window counts the seconds before the load started as idle, and its slope would read
+        as a surge (in a cluster the load has been there for hours)."""
+        s = self.settings
+        settle = sum(parse_prometheus_duration(d) for d in (RATE_WINDOW, WINDOW)) / s.time_scale
+        await asyncio.sleep(settle)
+        await hpa.run(s.sync_period_s, self._on_headroom_sync)
+
+    def _on_headroom_sync(self, record: SyncRecord) -> None:
+        if record.direction:
+            self.progress.event(f"headroom: {_describe_sync(record)}")
 
     async def _sample(self) -> None:
         loop = asyncio.get_running_loop()
@@ -406,6 +547,8 @@ class _Demo:
             "waiting_target": s.queue_target if queue or s.gateway else None,
             "pods": len(self.deployment.replicas),
             "gpu_seconds": round(self.deployment.gpu_seconds() - self._gpu_base, 3)}
+        if self.layer is not None:
+            self.state[second].update(self.layer.sample())
         held = None
         if self.gateway is not None:
             held = self.gateway.queued
@@ -435,6 +578,8 @@ class _Demo:
         if self.gateway is not None:
             with contextlib.suppress(Exception):
                 await self.gateway.close()
+        if self.kube_state is not None:
+            self.kube_state.close()
         if self.stack is not None:
             self.stack.abort()
             if self._stack_start is not None:
@@ -453,6 +598,11 @@ def _allow_open_files(wanted: int) -> None:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def _prometheus_duration(seconds: float) -> str:
+    """A PromQL range or resolution of at least 1 ms, in whole milliseconds (``6000ms``)."""
+    return f"{max(round(seconds * 1000), 1)}ms"
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -495,7 +645,8 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
         "startup_seconds": None if demo.startup_s is None else round(demo.startup_s, 2),
         "wall_seconds": round(time.monotonic() - demo.started, 2), "error_kinds": dict(demo.loadgen.error_kinds),
         "run_id": demo.processes.run_id, "child_pids": demo.processes.pids, "interrupted": interrupted,
-        "error": error, **({"cold_start": cold_start_figures(demo.gateway)} if demo.gateway is not None else {})})
+        "error": error, **({"cold_start": cold_start_figures(demo.gateway)} if demo.gateway is not None else {}),
+        **({"capacity": capacity_figures(demo, rows, syncs)} if demo.layer is not None else {})})
     if outputs.csv is not None and rows:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
@@ -505,11 +656,33 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
         if settings.gateway:
             title = (f"gpu-loadtest demo --min-replicas {settings.min_replicas}: {summary.gpu_seconds} GPU-seconds "
                      f"used ({summary.seconds_at_zero} s at zero replicas)\n{describe_gateway_hpa(settings)}")
+        if settings.capacity is not None:
+            title = f"gpu-loadtest demo --nodes {settings.capacity.kind.value}: {describe_capacity(settings)}\n" \
+                    f"{describe_hpa(settings)}"
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
-                      load_drop_at=settings.profile.load_drop_at, title=title)
+                      load_drop_at=settings.profile.load_drop_at, title=title, time_scale=settings.time_scale)
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
     return DemoResult(summary, rows, syncs, interrupted, error, tails)
+
+
+def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[SyncRecord]) -> dict[str, Any]:
+    """Time to capacity per surge and the node layer's totals, in real-time equivalents (demo seconds times the
+    time scale)."""
+    layer, s = demo.layer, demo.settings
+    assert layer is not None
+    end = None if layer.load_started is None else layer.load_started + s.profile.duration
+    spans, launches = layer.spans(), layer.launches()
+    figures = [measure(i + 1, surge, syncs, spans, rows, launches, needed=s.needed_replicas,
+                       service_s=s.service_ms / 1000,
+                       demand_at=demand_for(s.profile, surge, s.needed_replicas, s.requests_per_replica))
+               for i, surge in enumerate(surges(s.profile))]
+    headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
+    return {"time_scale": s.time_scale, "surges": [f.to_json(s.time_scale) for f in figures],
+            **layer.totals(end if end is not None and end < layer.now() else None),
+            "headroom_decisions": [{"t": round(r.t * s.time_scale, 1), "from": r.current, "to": r.desired,
+                                    "growth": r.readings.get(s.headroom_metric[0])}
+                                   for r in headroom_hpa if r.direction]}
 
 
 def cold_start_figures(gateway: Gateway) -> dict[str, Any]:
@@ -526,6 +699,24 @@ def cold_start_figures(gateway: Gateway) -> dict[str, Any]:
             "first_request_waits_seconds": [round(w, 2) for w in counts.first_waits],
             "received": counts.received, "forwarded": counts.forwarded, "timed_out": counts.timed_out,
             "abandoned": counts.abandoned, "upstream_errors": counts.upstream_errors}
+
+
+def describe_capacity(settings: DemoSettings) -> str:
+    """``headroom auto (1..4 on requests), pause placeholders, node 180 s, ...`` for titles and headers."""
+    capacity = settings.capacity
+    assert capacity is not None
+    t = capacity.timings
+    headroom = (f"auto ({capacity.headroom_min}..{capacity.headroom} on {capacity.headroom_signal})"
+                if capacity.headroom_auto else str(capacity.headroom))
+    return (f"headroom {headroom}, {describe_placeholders(capacity)}, node {t.node_s:g} s, image "
+            f"{t.image_pull_s:g} s, model {t.model_load_s:g} s (real time; run {settings.time_scale:g}x faster)")
+
+
+def describe_placeholders(capacity: NodeLayerConfig) -> str:
+    """What the placeholders run, in the chart's terms."""
+    if capacity.placeholder_image == PLACEHOLDER_IMAGES["pause"]:
+        return "pause placeholders (the chart's default)"
+    return "placeholders pre-pulling the workload's image (headroom.placeholders.prePullImage)"
 
 
 def describe_metrics(settings: DemoSettings) -> str:

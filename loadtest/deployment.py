@@ -10,6 +10,10 @@ reads every ready replica's busy fraction (and queue) and writes it into the exp
 the ready replicas to ``on_endpoints`` (the demo's gateway) after each refresh and each scale. A replica with a cold
 start (``cold_start_s``) holds its GPU from its start, and is ready only once its model is loaded.
 ``gpu_seconds()`` adds up the time each replica held its GPU.
+
+With a node layer (``gate``, :class:`loadtest.node_layer.NodeLayer`), a new replica is first a pod that waits: it
+is created there, and its process starts only once the gate says its pod is bound to a node and has its image; a
+replica that answers ``/healthz`` is reported ready to it, and a removed one deleted from it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -33,7 +37,19 @@ from loadtest.processes import Child, ChildProcesses
 from loadtest.replica import READY_PREFIX
 from loadtest.statefiles import atomic_write_json, fake_gpu_state, standalone_pods
 
-__all__ = ["DeploymentConfig", "DeploymentError", "LocalDeployment", "Replica"]
+__all__ = ["DeploymentConfig", "DeploymentError", "LocalDeployment", "PodGate", "Replica"]
+
+
+class PodGate(Protocol):
+    """Where a replica's pod waits for a node before its process may start."""
+
+    def pod_created(self, name: str) -> None: ...
+
+    def pod_deleted(self, name: str) -> None: ...
+
+    def may_start(self, name: str) -> bool: ...
+
+    def mark_ready(self, name: str) -> None: ...
 
 
 class DeploymentError(RuntimeError):
@@ -67,7 +83,7 @@ class Replica:
     index: int
     name: str
     gpu_uuid: str
-    child: Child
+    child: Child | None  # None: its pod waits for a node (with a gate)
     url: str | None = None
     ready: bool = False
     busy: float = 0.0
@@ -80,8 +96,10 @@ class LocalDeployment:
 
     def __init__(self, config: DeploymentConfig, processes: ChildProcesses, kubelet: PodResourcesServer,
                  gpu_state_path: Path, objects_path: Path, targets_path: Path | None = None, *,
-                 on_endpoints: Callable[[Sequence[Replica]], None] | None = None) -> None:
+                 on_endpoints: Callable[[Sequence[Replica]], None] | None = None, gate: PodGate | None = None,
+                 ) -> None:
         self.config = config
+        self.gate = gate
         self.processes = processes
         self.kubelet = kubelet
         self.gpu_state_path = gpu_state_path
@@ -117,11 +135,15 @@ class LocalDeployment:
                 self._start(index)
         leaving = [self.replicas.pop(i) for i in sorted(self.replicas) if i >= replicas]
         now = time.monotonic()
-        self._gpu_seconds_done += sum(now - r.started_at for r in leaving)
+        self._gpu_seconds_done += sum(now - r.started_at for r in leaving if r.child is not None)
+        if self.gate is not None:
+            for replica in leaving:
+                self.gate.pod_deleted(replica.name)
         self.publish()
         self._hand_endpoints()
-        if leaving:
-            self._background(self._stopping, self._stop(leaving))
+        started = [r for r in leaving if r.child is not None]
+        if started:
+            self._background(self._stopping, self._stop(started))
 
     # -- state ----------------------------------------------------------------------------------------------------
     @property
@@ -141,7 +163,7 @@ class LocalDeployment:
     def gpu_seconds(self) -> float:
         """Seconds of GPU held by every replica so far (started and not yet told to stop; cold starts included)."""
         now = time.monotonic()
-        return self._gpu_seconds_done + sum(now - r.started_at for r in self.replicas.values())
+        return self._gpu_seconds_done + sum(now - r.started_at for r in self.replicas.values() if r.child is not None)
 
     def ready_replicas(self) -> list[Replica]:
         return [r for _, r in sorted(self.replicas.items()) if r.ready and r.url]
@@ -160,7 +182,7 @@ class LocalDeployment:
     def publish(self) -> None:
         names = [r.name for _, r in sorted(self.replicas.items())]
         self.kubelet.set_pods([gpu_pod(r.name, self.config.namespace, [r.gpu_uuid])
-                               for _, r in sorted(self.replicas.items())])
+                               for _, r in sorted(self.replicas.items()) if r.child is not None])
         atomic_write_json(self.objects_path, standalone_pods(names, self.config.namespace, self.config.labels))
         if self.targets_path is not None:
             atomic_write_json(self.targets_path, [
@@ -174,17 +196,28 @@ class LocalDeployment:
 
     # -- lifecycle ------------------------------------------------------------------------------------------------
     def _start(self, index: int) -> None:
-        cfg = self.config
-        name = f"{cfg.name}-{index}"
-        child = self.processes.spawn(name, [
+        """A new replica: its process now, or (with a gate) its pod, whose process starts once the gate allows."""
+        name = f"{self.config.name}-{index}"
+        replica = Replica(index, name, fake_gpu_uuid(self.config.gpu_seed, index), None)
+        self.replicas[index] = replica
+        if self.gate is None:
+            self._launch(replica)
+        else:
+            self.gate.pod_created(name)
+
+    def _launch(self, replica: Replica) -> None:
+        cfg, name, index = self.config, replica.name, replica.index
+        replica.child = self.processes.spawn(name, [
             sys.executable, "-m", "loadtest", "replica", "--name", name, "--gpu", str(index),
             "--service-ms", f"{cfg.service_s * 1000:g}", "--busy-window", f"{cfg.busy_window_s:g}",
             "--grace", f"{cfg.grace_s:g}", "--cold-start", f"{cfg.cold_start_s:g}"], stdout_pipe=True)
-        replica = Replica(index, name, fake_gpu_uuid(cfg.gpu_seed, index), child, started_at=time.monotonic())
-        self.replicas[index] = replica
+        replica.started_at = time.monotonic()
+        if self.gate is not None:
+            self.publish()  # its GPU is now the pod's (PodResources)
         self._background(self._starting, self._learn_address(replica))
 
     async def _learn_address(self, replica: Replica) -> None:
+        assert replica.child is not None
         stdout = replica.child.process.stdout
         assert stdout is not None
         try:
@@ -199,7 +232,8 @@ class LocalDeployment:
             self.publish()
 
     async def _stop(self, leaving: list[Replica]) -> None:
-        await asyncio.to_thread(self.processes.stop_many, [r.child for r in leaving], self.config.grace_s + 1.0)
+        children = [r.child for r in leaving if r.child is not None]
+        await asyncio.to_thread(self.processes.stop_many, children, self.config.grace_s + 1.0)
 
     def _background(self, tasks: set[asyncio.Task[None]], coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -221,6 +255,10 @@ class LocalDeployment:
         self._hand_endpoints()
 
     async def _refresh_one(self, replica: Replica) -> None:
+        if replica.child is None:
+            if self.gate is not None and self.gate.may_start(replica.name):
+                self._launch(replica)
+            return
         if replica.url is None:
             return
         if not replica.child.alive:
@@ -229,6 +267,8 @@ class LocalDeployment:
         with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
             if not replica.ready:
                 replica.ready = (await self._client.get(f"{replica.url}/healthz")).status_code == 200
+                if replica.ready and self.gate is not None:
+                    self.gate.mark_ready(replica.name)
             if replica.ready:
                 stats = (await self._client.get(f"{replica.url}/stats")).json()
                 replica.busy, replica.waiting = float(stats["busy"]), int(stats["waiting"])
@@ -253,8 +293,9 @@ class LocalDeployment:
         self.replicas.clear()
         for task in self._starting:
             task.cancel()
-        if leaving:
-            await asyncio.to_thread(self.processes.stop_many, [r.child for r in leaving], self.config.grace_s)
+        children = [r.child for r in leaving if r.child is not None]
+        if children:
+            await asyncio.to_thread(self.processes.stop_many, children, self.config.grace_s)
         pending = self._starting | self._stopping
         if pending:
             await asyncio.wait(pending)

@@ -15,7 +15,7 @@ import asyncio
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -111,7 +111,15 @@ class Recorder:
 
 class LoadGenerator(Recorder):
     """Drives ``profile`` against the URL ``target()`` returns at each send (``None``: no endpoint is ready,
-    counted as an error like a Service without endpoints)."""
+    counted as an error like a Service without endpoints).
+
+    ``time_scale`` above 1 marks a compressed run, each second of the profile standing for that many real seconds
+    (the demo with GPU nodes). Poisson arrivals then keep the noise a real-time count has over the same stretch:
+    each second's count is a real-time Poisson count of ``time_scale`` seconds divided by ``time_scale`` (rounded at
+    random), its requests spread at random over the second. Plain Poisson gaps would make a rate over a few seconds
+    vary ``sqrt(time_scale)`` times more than the rate over its real-time span, and every window the HPA, Prometheus
+    and the adapter take would read that as load changing.
+    """
 
     def __init__(
         self,
@@ -125,9 +133,12 @@ class LoadGenerator(Recorder):
         max_inflight: int = 256,
         arrivals: Arrivals = Arrivals.UNIFORM,
         seed: int | None = None,
+        time_scale: float = 1.0,
     ) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be at least 1")
+        if time_scale < 1:
+            raise ValueError("time_scale must be at least 1")
         super().__init__()
         self.profile = profile
         self.target = target
@@ -137,6 +148,7 @@ class LoadGenerator(Recorder):
         self.timeout_s = timeout_s
         self.max_inflight = max_inflight
         self.arrivals = arrivals
+        self.time_scale = time_scale
         self.inflight = 0
         self._random = random.Random(seed)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -151,6 +163,38 @@ class LoadGenerator(Recorder):
             return self._random.expovariate(rate)
         return 1.0 / rate
 
+    def send_times(self) -> Iterator[float]:
+        """When each request is due, in seconds from the start, in order."""
+        duration = self.profile.duration
+        if self.arrivals is Arrivals.POISSON and self.time_scale > 1:
+            for second in range(math.ceil(duration - _EPSILON_S)):
+                span = min(1.0, duration - second)
+                real = self._poisson(self.profile.rate_at(second + span / 2) * span * self.time_scale)
+                count = math.floor(real / self.time_scale)
+                count += self._random.random() < real / self.time_scale - count
+                yield from sorted(second + self._random.random() * span for _ in range(count))
+            return
+        t = 0.0
+        while t < duration - _EPSILON_S:
+            rate = self.profile.rate_at(t)
+            if rate <= 0:
+                t += _IDLE_STEP_S
+                continue
+            yield t
+            t += self._gap(rate)
+
+    def _poisson(self, mean: float) -> int:
+        """A Poisson draw: by its definition (Knuth) for small means, the normal approximation beyond."""
+        if mean <= 0:
+            return 0
+        if mean > 50:
+            return max(0, round(self._random.gauss(mean, math.sqrt(mean))))
+        limit, count, product = math.exp(-mean), 0, self._random.random()
+        while product > limit:
+            count += 1
+            product *= self._random.random()
+        return count
+
     async def run(self, client: httpx.AsyncClient | None = None) -> None:
         """Send the whole profile starting now; return once every request has finished."""
         own = client is None
@@ -160,18 +204,12 @@ class LoadGenerator(Recorder):
         loop = asyncio.get_running_loop()
         self.started_at = start = loop.time()
         try:
-            t = 0.0
             duration = self.profile.duration
-            while t < duration - _EPSILON_S:
-                rate = self.profile.rate_at(t)
-                if rate <= 0:
-                    t += _IDLE_STEP_S
-                    continue
+            for t in self.send_times():
                 delay = start + t - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 self._send(client, start + t, t)
-                t += self._gap(rate)
             remaining = start + duration - loop.time()
             if remaining > 0:
                 await asyncio.sleep(remaining)

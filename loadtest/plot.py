@@ -1,18 +1,22 @@
-"""The run's PNG: four panels sharing the time axis (request rate, latency, the scaling metric, replicas); and the
-comparison of several demo runs of the same profile in one PNG."""
+"""The run's PNG: four panels sharing the time axis (request rate, latency, the scaling metric, replicas), and a
+fifth with GPU nodes in the loop (the nodes' GPUs, those allocatable, pending pods, placeholders); and the
+comparison of several demo runs of the same profile in one PNG. A run on a compressed clock labels its time axis
+in real-time seconds."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from loadtest.timeline import SyncRecord, TimelineRow
 
-__all__ = ["plot_comparison", "plot_timeline"]
+__all__ = ["plot_capacity_comparison", "plot_comparison", "plot_timeline"]
 
 
 def _series(rows: Sequence[TimelineRow], name: str) -> tuple[list[float], list[float]]:
@@ -39,10 +43,13 @@ def plot_timeline(
     metric_label: str = "GPU utilisation (%)",
     load_step_at: float | None = None,
     load_drop_at: float | None = None,
+    time_scale: float = 1.0,
 ) -> None:
     # A bare Figure (no pyplot): no global backend state, and PNG output goes through Agg.
-    fig = Figure(figsize=(11, 10.5))
-    rate, latency, metric, replicas = fig.subplots(4, 1, sharex=True)
+    with_nodes = any(r.nodes is not None for r in rows)
+    fig = Figure(figsize=(11, 13 if with_nodes else 10.5))
+    panels = fig.subplots(5 if with_nodes else 4, 1, sharex=True)
+    rate, latency, metric, replicas = panels[:4]
     fig.suptitle(title, fontsize=12)
     seconds = [r.t for r in rows]
 
@@ -92,11 +99,35 @@ def plot_timeline(
             replicas.annotate(f"{s.current}\u2192{s.desired}", (s.t, s.desired), textcoords="offset points",
                               xytext=(3, 4), fontsize=8)
     replicas.set_ylabel("replicas")
-    replicas.set_xlabel("seconds since the load started")
     replicas.yaxis.get_major_locator().set_params(integer=True)
     replicas.set_ylim(bottom=0)
+    if with_nodes:
+        _nodes_panel(panels[4], rows)
+    _time_axis(panels[-1], time_scale)
+    _finish(fig, tuple(panels), path, load_step_at, load_drop_at)
 
-    _finish(fig, (rate, latency, metric, replicas), path, load_step_at, load_drop_at)
+
+def _time_axis(axis: Axes, time_scale: float, note: str = "") -> None:
+    """Seconds since the load started; a compressed run's in real time."""
+    if time_scale == 1.0:
+        axis.set_xlabel(f"seconds since the load started{note}")
+        return
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x * time_scale:g}"))
+    axis.set_xlabel(f"real-time seconds since the load started (the demo ran {time_scale:g}x faster){note}")
+
+
+def _nodes_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
+    """GPUs of the nodes that exist (launching ones too), GPUs allocatable, pods waiting for one, placeholders."""
+    for name, label, color, width in (("node_gpus", "GPUs of the nodes (launching ones too)", "tab:grey", 1.0),
+                                      ("gpus_allocatable", "GPUs allocatable", "tab:blue", 2.0),
+                                      ("pending_pods", "replicas waiting for a GPU (Pending)", "tab:red", 2.0),
+                                      ("placeholders", "placeholders holding a GPU", "tab:green", 1.5)):
+        xs, ys = _series(rows, name)
+        if xs:
+            panel.step(xs, ys, where="post", color=color, linewidth=width, label=label)
+    panel.set_ylabel("GPU nodes")
+    panel.yaxis.get_major_locator().set_params(integer=True)
+    panel.set_ylim(bottom=0)
 
 
 def _gateway_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
@@ -175,6 +206,20 @@ def _finish(fig: Figure, axes: Sequence[Axes], path: str | Path, load_step_at: f
 COLORS = ("tab:purple", "tab:green", "tab:blue", "tab:orange", "tab:brown")
 
 
+def _runs_figure(runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]], title: str,
+                 ) -> tuple[Figure, Sequence[Axes]]:
+    """Four panels for runs of one profile; the first shows the profile's target rate."""
+    fig = Figure(figsize=(11, 11))
+    axes = fig.subplots(4, 1, sharex=True)
+    # Long lines (the comparison's settings) wrap instead of running off the figure.
+    fig.suptitle("\n".join(textwrap.fill(line, 130) for line in title.splitlines()), fontsize=11)
+    if runs and runs[0][1]:
+        first = runs[0][1]
+        axes[0].step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey",
+                     linestyle="--", label="target rate")
+    return fig, axes
+
+
 def plot_comparison(
     runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]],
     path: str | Path,
@@ -184,13 +229,7 @@ def plot_comparison(
     load_drop_at: float | None = None,
 ) -> None:
     """Several runs of one profile, one colour each: answered requests, failures, p95 latency, replicas."""
-    fig = Figure(figsize=(11, 11))
-    rate, failed, latency, replicas = fig.subplots(4, 1, sharex=True)
-    fig.suptitle(title, fontsize=11)
-    if runs and runs[0][1]:
-        first = runs[0][1]
-        rate.step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey", linestyle="--",
-                  label="target rate")
+    fig, (rate, failed, latency, replicas) = _runs_figure(runs, title)
     for (label, rows, syncs), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
         rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
@@ -214,3 +253,36 @@ def plot_comparison(
     replicas.yaxis.get_major_locator().set_params(integer=True)
     replicas.set_ylim(bottom=0)
     _finish(fig, (rate, failed, latency, replicas), path, load_step_at, load_drop_at)
+
+
+def plot_capacity_comparison(
+    runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncRecord]]],
+    path: str | Path,
+    *,
+    title: str,
+    time_scale: float = 1.0,
+) -> None:
+    """Runs of one load with different headroom: the load and what failed, ready replicas (dashed: desired), the
+    replicas waiting for a GPU, and the nodes' GPUs (dotted: placeholders)."""
+    fig, (rate, replicas, pending, gpus) = _runs_figure(runs, title)
+    for (label, rows, _), color in zip(runs, COLORS, strict=False):
+        seconds = [r.t for r in rows]
+        rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
+                  label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
+        for axis, name, style, width, text in ((replicas, "current_replicas", "-", 2, label),
+                                               (replicas, "desired_replicas", "--", 1, None),
+                                               (pending, "pending_pods", "-", 2, label),
+                                               (gpus, "node_gpus", "-", 2, label),
+                                               (gpus, "placeholders", ":", 1.5, None)):
+            xs, ys = _series(rows, name)
+            if xs:
+                axis.step(xs, ys, where="post", color=color, linewidth=width, linestyle=style, label=text)
+    rate.set_ylabel("requests / s (failed: solid)")
+    replicas.set_ylabel("replicas ready\n(dashed: desired)")
+    pending.set_ylabel("replicas waiting\nfor a GPU")
+    gpus.set_ylabel("GPUs of the nodes\n(dotted: placeholders)")
+    for axis in (replicas, pending, gpus):
+        axis.yaxis.get_major_locator().set_params(integer=True)
+        axis.set_ylim(bottom=0)
+    _time_axis(gpus, time_scale)
+    _finish(fig, (rate, replicas, pending, gpus), path, None, None)

@@ -2,16 +2,17 @@
 
 ``GET``/``POST /infer`` holds the GPU for a fixed service time; requests take the GPU one at a time, in arrival
 order, so an overloaded replica queues and its latency grows. ``POST /v1/completions`` does the same for an
-OpenAI-compatible completion request, checked as a server would: a JSON object body naming the served ``model``
-with a ``prompt`` (400, 404 or 415 otherwise), and every header given with ``--require-header`` (401 without it).
-A request whose client has gone away by the time the GPU is free is skipped, as inference servers abort
-disconnected requests. ``GET /metrics`` exports what a vLLM server would (its names and labels, via
-prometheus_client as vLLM does): requests running on the GPU and waiting for it, and a KV-cache usage gauge that
-rises with the requests in flight. ``GET /stats`` reports the GPU's busy fraction over a sliding window (what the
-demo writes into the exporter's fake GPU state) and those counts, ``GET /healthz`` answers ``ok`` (503 while the
-model loads and once draining). A cold start (``cold_start_s``: the model load) keeps ``/healthz`` and the inference
-paths at 503 for that long after start-up, as a pod whose readiness probe fails until its server has loaded the
-model. SIGTERM stops accepting, lets queued requests finish (within a grace period) and exits, as a pod does.
+OpenAI-compatible completion request, checked as a server would: a JSON object body naming the served ``model`` with
+a ``prompt`` (400, 404 or 415 otherwise), and every header given with ``--require-header`` (401 without it). A
+request whose client has gone away by the time the GPU is free is skipped, as inference servers abort disconnected
+requests. ``GET /metrics`` exports what a vLLM server would (its names and labels, via prometheus_client as vLLM
+does): requests running on the GPU and waiting for it, a KV-cache usage gauge that rises with the requests in
+flight, and the finished requests by reason (served: ``stop``; skipped: ``abort``). ``GET /stats`` reports the GPU's
+busy fraction over a sliding window (what the demo writes into the exporter's fake GPU state) and those counts,
+``GET /healthz`` answers ``ok`` (503 while the model loads and once draining). A cold start (``cold_start_s``: the
+model load) keeps ``/healthz`` and the inference paths at 503 for that long after start-up, as a pod whose readiness
+probe fails until its server has loaded the model. SIGTERM stops accepting, lets queued requests finish (within a
+grace period) and exits, as a pod does.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from loadtest.busy import BusyWindow
@@ -223,7 +224,7 @@ class VllmMetrics(Collector):
     def __init__(self, replica: InferenceReplica) -> None:
         self.replica = replica
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         r = self.replica
         labels = ["model_name", "engine"]
         values = [r.config.model, "0"]
@@ -234,6 +235,13 @@ class VllmMetrics(Collector):
             family = GaugeMetricFamily(name, help_text, labels=labels)
             family.add_metric(values, value)
             yield family
+        # One count per finished request, by finish reason, as the V1 engine's vllm:request_success_total
+        # (vllm/v1/metrics/loggers.py): served ones stop, ones whose client had gone are aborted.
+        finished = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                       labels=[*labels, "finished_reason"])
+        finished.add_metric([*values, "stop"], r.served)
+        finished.add_metric([*values, "abort"], r.abandoned)
+        yield finished
 
 
 async def serve(config: ReplicaConfig) -> None:

@@ -11,11 +11,12 @@ import ssl
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import yaml
 
 from loadtest.processes import Child, ChildProcesses
 from loadtest.prometheus import PrometheusServer, free_port
@@ -52,6 +53,9 @@ class StackConfig:
     relist_interval_s: float = 5.0
     startup_timeout_s: float = 60.0
     gateway: tuple[str, Mapping[str, str]] | None = None  # (host:port, target labels) of the gateway's /metrics
+    kube_state: str | None = None  # host:port of a kube-state-metrics stand-in
+    extra_rules: str = ""  # rules appended to the rules file (its own rules and externalRules sections)
+    recording_rules: Sequence[Mapping[str, str]] = ()  # Prometheus recording rules (one group)
 
 
 class MetricsStack:
@@ -85,20 +89,25 @@ class MetricsStack:
             "-a", self.exporter_address, "-c", str(cfg.collect_interval_ms)])
         if not cfg.inference_targets.exists():
             atomic_write_json(cfg.inference_targets, [])
-        cfg.rules_file.write_text(RULES if cfg.gateway is None else GATEWAY_RULES)
+        cfg.rules_file.write_text((RULES if cfg.gateway is None else GATEWAY_RULES) + cfg.extra_rules)
+        rule_files = []
+        if cfg.recording_rules:
+            rule_files.append(cfg.rules_file.with_name("recording-rules.yaml"))
+            rule_files[0].write_text(yaml.safe_dump({"groups": [{"name": "demo", "rules": list(cfg.recording_rules)}]}))
         # The replicas, as a PodMonitor would scrape them: their series get the target's namespace/pod labels.
-        replicas = {"job_name": "inference", "scrape_interval": f"{cfg.scrape_interval_s:g}s",
-                    "scrape_timeout": f"{cfg.scrape_interval_s:g}s",
-                    "file_sd_configs": [{"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}
-        jobs = [replicas]
+        every = {"scrape_interval": f"{cfg.scrape_interval_s:g}s", "scrape_timeout": f"{cfg.scrape_interval_s:g}s"}
+        jobs = [{"job_name": "inference", **every,
+                 "file_sd_configs": [{"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}]
         if cfg.gateway is not None:  # as a ServiceMonitor on the endpoint picker would: its namespace and pod
             address, labels = cfg.gateway
-            jobs.append({"job_name": "gateway", "scrape_interval": f"{cfg.scrape_interval_s:g}s",
-                         "scrape_timeout": f"{cfg.scrape_interval_s:g}s",
+            jobs.append({"job_name": "gateway", **every,
                          "static_configs": [{"targets": [address], "labels": dict(labels)}]})
+        if cfg.kube_state is not None:  # kube-state-metrics keeps the namespace/pod labels of its series
+            jobs.append({"job_name": "kube-state-metrics", "honor_labels": True, **every,
+                         "static_configs": [{"targets": [cfg.kube_state]}]})
         self.prometheus = PrometheusServer([self.exporter_address], job="gpu-exporter",
                                            scrape_interval=f"{cfg.scrape_interval_s:g}s", honor_labels=True,
-                                           extra_scrape_configs=jobs,
+                                           extra_scrape_configs=jobs, rule_files=rule_files,
                                            env=self.processes.env, startup_timeout=cfg.startup_timeout_s,
                                            tmp_prefix="gpu-loadtest-prometheus-")
         self.processes.adopt("prometheus", self.prometheus.process, self.prometheus.log_path)

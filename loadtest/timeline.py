@@ -40,9 +40,12 @@ class TimelineRow:
     their model) and ``gpu_seconds`` the GPU time they used since the load started. With a gateway in front:
     ``gateway_queue`` the requests it held, ``hpa_gateway_queue`` that queue as the HPA last read it (the External
     metric's value, for an AverageValue target of ``waiting_target`` per replica), ``hpa_running`` the running
-    requests per ready endpoint the HPA last read and ``running_target`` its Value target. A closed loop (``run
-    --taurus``): ``users`` the virtual users running at the end of the second; ``target_rps`` its throughput cap,
-    empty without one.
+    requests per ready endpoint the HPA last read and ``running_target`` its Value target. With GPU nodes in the
+    loop: ``nodes`` and ``node_gpus`` (nodes that exist, launching ones included, and their GPUs),
+    ``gpus_allocatable`` (GPUs the device plugins report), ``pending_pods`` (the workload's pods waiting for a GPU),
+    ``placeholders`` (headroom pods holding a GPU) and ``gpu_node_seconds`` (the nodes' GPU-seconds since the load
+    started, in real-time equivalents). A closed loop (``run --taurus``): ``users`` the virtual users running at
+    the end of the second; ``target_rps`` its throughput cap, empty without one.
     """
 
     t: float
@@ -70,6 +73,12 @@ class TimelineRow:
     hpa_gateway_queue: float | None = None
     hpa_running: float | None = None
     running_target: float | None = None
+    nodes: int | None = None
+    node_gpus: int | None = None
+    gpus_allocatable: int | None = None
+    pending_pods: int | None = None
+    placeholders: int | None = None
+    gpu_node_seconds: float | None = None
     users: int | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
 

@@ -2,14 +2,16 @@
 """Write the adapter's built-in rules into the Helm chart, so the chart's rules ConfigMap serves the same rules.
 
 The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the GPU presets),
-``adapter.rules.inference`` (the inference-server presets and their recording rules) and ``adapter.rules.gateway``
-(the inference-gateway presets):
+``adapter.rules.inference`` (the inference-server presets and their recording rules), ``adapter.rules.gateway``
+(the inference-gateway presets) and ``adapter.rules.capacity`` (the capacity-headroom preset):
 
 * ``charts/gpu-autoscaler/files/gpu-presets.yaml`` is the GPU presets' text with a header saying so;
 * ``charts/gpu-autoscaler/files/inference-presets.yaml`` holds, per inference preset, its adapter rules and the
   recording rules behind its per-Deployment metrics (``adapter.rules.inferencePresets`` picks them);
 * ``charts/gpu-autoscaler/files/gateway-presets.yaml`` holds the inference-gateway preset's ``rules`` (Object
-  metrics on the InferencePool) and ``externalRules`` (External metrics selected by ``inference_pool``).
+  metrics on the InferencePool) and ``externalRules`` (External metrics selected by ``inference_pool``);
+* ``charts/gpu-autoscaler/files/capacity-presets.yaml`` holds the capacity-headroom preset's ``rules`` (Object
+  metric on Deployments) and ``externalRules`` (External metric selected by ``inference_pool``).
 
 Run this after changing the presets (tests fail until you do):
 
@@ -30,6 +32,7 @@ FILES = REPO / "charts" / "gpu-autoscaler" / "files"
 GPU_TARGET = FILES / "gpu-presets.yaml"
 INFERENCE_TARGET = FILES / "inference-presets.yaml"
 GATEWAY_TARGET = FILES / "gateway-presets.yaml"
+CAPACITY_TARGET = FILES / "capacity-presets.yaml"
 
 
 def _header(source: str) -> str:
@@ -40,6 +43,7 @@ def _header(source: str) -> str:
 def render() -> dict[Path, str]:
     """The wanted text of each chart copy."""
     sys.path.insert(0, str(REPO))
+    from adapter.rules.capacity import capacity_yaml
     from adapter.rules.gateway import gateway_yaml
     from adapter.rules.inference import INFERENCE_PRESETS, POD_DEPLOYMENT_RULE, preset_yaml, recording_rules
     from adapter.rules.presets import GPU_PRESETS_YAML
@@ -54,9 +58,11 @@ def render() -> dict[Path, str]:
     }
     inference = yaml.safe_dump(document, sort_keys=False, width=1000)
     gateway = yaml.safe_dump(yaml.safe_load(gateway_yaml()), sort_keys=False, width=1000)
+    capacity = yaml.safe_dump(yaml.safe_load(capacity_yaml()), sort_keys=False, width=1000)
     return {GPU_TARGET: _header("adapter/rules/presets.py (GPU_PRESETS_YAML)") + GPU_PRESETS_YAML,
             INFERENCE_TARGET: _header("adapter/rules/inference.py") + inference,
-            GATEWAY_TARGET: _header("adapter/rules/gateway.py") + gateway}
+            GATEWAY_TARGET: _header("adapter/rules/gateway.py") + gateway,
+            CAPACITY_TARGET: _header("adapter/rules/capacity.py") + capacity}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ VALUES_SETS = {
     "existing-secret": CI / "existing-secret-values.yaml",
     "external-metrics": REPO / "hpa-examples" / "chart-values-external-metrics.yaml",
     "vllm": REPO / "hpa-examples" / "chart-values-vllm.yaml",
+    "headroom": CI / "headroom-values.yaml",
 }
 
 

@@ -1,5 +1,7 @@
-"""``gpu-loadtest demo --quick`` end to end, as CI runs it: replicas rise under load and fall after it, and no
-process the demo started outlives it (also when it is interrupted)."""
+"""``gpu-loadtest demo --quick --nodes none`` end to end, the pod-only loop (replicas start at once): replicas rise
+under load and fall after it, the queue asks for what is needed in fewer decisions than GPU utilisation, and no
+process the demo started outlives it (also when the default demo, with GPU nodes as CI runs it, is interrupted).
+tests/test_demo_capacity.py runs the default lane with nodes."""
 
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ def quick_run(directory: Path, *args: str) -> QuickRun:
 
 @pytest.fixture(scope="module")
 def gpu_run(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
-    return quick_run(tmp_path_factory.mktemp("demo-gpu"))
+    return quick_run(tmp_path_factory.mktemp("demo-gpu"), "--nodes", "none")
 
 
 def test_quick_demo_scales_up_under_load_and_back_down(gpu_run: QuickRun) -> None:
@@ -98,7 +100,7 @@ def test_scaling_on_the_queue_reaches_the_needed_replicas_in_fewer_decisions(gpu
                                                                            tmp_path: Path) -> None:
     """GPU utilisation saturates at 100 %: from one overloaded replica its first decision can only ask for
     ceil(100 / 60) = 2. Requests waiting keep growing, so one decision asks for all the replicas needed."""
-    queue, gpu = quick_run(tmp_path, "--metric", "queue").summary, gpu_run.summary
+    queue, gpu = quick_run(tmp_path, "--nodes", "none", "--metric", "queue").summary, gpu_run.summary
     assert queue["hpa_metrics"] == ["vllm:num_requests_waiting"] and gpu["hpa_metrics"] == ["DCGM_FI_DEV_GPU_UTIL"]
     needed = queue["needed_replicas"]
     assert needed == gpu["needed_replicas"] == 4  # 55 requests/s x 40 ms at 60 %

@@ -80,7 +80,8 @@ def test_the_preset_is_a_plain_prometheus_adapter_rules_file() -> None:
     assert config.series_queries() == (SERIES_QUERY,)
     included = parse_rules("include: [inference-gateway]\n", "rules.yaml")
     assert len(included.rules) == len(config.rules) and len(included.external_rules) == len(config.external_rules)
-    with pytest.raises(RulesError, match=r"unknown include 'gateway' \(known: gpu-presets, inference-gateway, "):
+    with pytest.raises(RulesError, match=r"unknown include 'gateway' \(known: capacity-headroom, gpu-presets, "
+                                         r"inference-gateway, "):
         parse_rules("include: [gateway]\n", "rules.yaml")
 
 

@@ -117,8 +117,8 @@ def test_each_preset_is_a_plain_prometheus_adapter_rules_file() -> None:
             [r.series_query for r in config.rules]
     config = parse_rules(f"include: [{ALL}]\n", "rules.yaml")
     assert len(config.rules) == sum(len(inference_preset(n).rules) for n in INFERENCE_PRESETS)
-    with pytest.raises(RulesError, match=r"rules.yaml: include\[0\]: unknown include 'vlm' \(known: gpu-presets, "
-                                         r"inference-gateway, sglang, tgi, triton, vllm\)"):
+    with pytest.raises(RulesError, match=r"rules.yaml: include\[0\]: unknown include 'vlm' \(known: capacity-headroom, "
+                                         r"gpu-presets, inference-gateway, sglang, tgi, triton, vllm\)"):
         parse_rules("include: [vlm]\n", "rules.yaml")
 
 

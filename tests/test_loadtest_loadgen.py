@@ -143,3 +143,38 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 100) == 100
     assert percentile([7.0], 95) == 7
     assert percentile([], 50) is None
+
+
+def _window_counts(times: list[float], seconds: int, window: int) -> list[int]:
+    per_second = [0] * seconds
+    for t in times:
+        per_second[int(t)] += 1
+    return [sum(per_second[i:i + window]) for i in range(0, seconds - window + 1, window)]
+
+
+def test_a_compressed_run_keeps_the_noise_of_its_real_time_span() -> None:
+    """At 20 times real time, 6 s of the demo stand for 2 minutes: their count of a 10 requests/s Poisson load must
+    vary as 1200 requests do (sd 35, 2.9 %), not as 60 do (sd 7.7, 13 %), or a rate over them reads as load changing."""
+    profile = parse_profile("3000s:10")
+    compressed = LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, time_scale=20.0, seed=7)
+    plain = LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, seed=7)
+    for generator, expected_sd in ((compressed, 60 * (1200 ** 0.5) / 1200), (plain, 60 ** 0.5)):
+        times = list(generator.send_times())
+        assert times == sorted(times) and times[0] >= 0 and times[-1] < 3000
+        counts = _window_counts(times, 3000, 6)
+        mean = sum(counts) / len(counts)
+        sd = (sum((c - mean) ** 2 for c in counts) / len(counts)) ** 0.5
+        assert mean == pytest.approx(60, rel=0.03)
+        # within a quarter (rounding each second's count at random adds a little to the compressed one)
+        assert sd == pytest.approx(expected_sd, rel=0.25), (generator.time_scale, sd)
+
+
+def test_a_compressed_run_follows_ramps_and_idle_spells() -> None:
+    profile = parse_profile("100s:0,100s:0..40,100s:40")
+    times = list(LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, time_scale=20.0,
+                               seed=3).send_times())
+    assert not [t for t in times if t < 100]
+    assert len([t for t in times if 100 <= t < 200]) == pytest.approx(2000, rel=0.05)
+    assert len([t for t in times if t >= 200]) == pytest.approx(4000, rel=0.05)
+    with pytest.raises(ValueError, match="time_scale"):
+        LoadGenerator(profile, lambda: None, time_scale=0.5)

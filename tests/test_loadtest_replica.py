@@ -105,12 +105,33 @@ def test_metrics_are_vllm_shaped_and_follow_the_requests_in_flight() -> None:
             replica.process.communicate()
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     families = {f.name: f for f in text_string_to_metric_families(response.text)}
-    values = {name: (f.type, f.samples[0].labels, f.samples[0].value) for name, f in families.items()}
+    values = {name: (f.type, f.samples[0].labels, f.samples[0].value) for name, f in families.items()
+              if f.type == "gauge"}
     labels = {"model_name": "demo-model", "engine": "0"}
     # one request on the GPU, two queued behind it; the KV cache (8 requests' worth) is 3/8 full
     assert values == {"vllm:num_requests_running": ("gauge", labels, 1.0),
                       "vllm:num_requests_waiting": ("gauge", labels, 2.0),
                       "vllm:kv_cache_usage_perc": ("gauge", labels, 0.375)}
+    # nothing has finished yet: vLLM's V1 counter of finished requests, by reason, at 0
+    finished = families["vllm:request_success"]
+    assert finished.type == "counter" and {(s.name, s.labels["finished_reason"], s.value) for s in finished.samples
+                                           if s.name.endswith("_total")} == {
+        ("vllm:request_success_total", "stop", 0.0), ("vllm:request_success_total", "abort", 0.0)}
+
+
+def test_finished_requests_are_counted_by_reason() -> None:
+    """What the capacity-headroom preset reads the arrival rate from: served requests count as stop."""
+    replica = start(service_ms=1)
+    try:
+        for _ in range(3):
+            assert httpx.get(f"{replica.url}/infer", timeout=10).status_code == 200
+        text = httpx.get(f"{replica.url}/metrics", timeout=5).text
+    finally:
+        replica.process.kill()
+        replica.process.communicate()
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "vllm:request_success"]
+    counts = {s.labels["finished_reason"]: s.value for s in family.samples if s.name.endswith("_total")}
+    assert counts == {"stop": 3.0, "abort": 0.0}
 
 
 def test_a_cold_start_keeps_the_replica_unready_until_its_model_is_loaded() -> None:

@@ -327,8 +327,8 @@ ERROR_CASES = [
     ),
     pytest.param(
         "include: [gpu-presets, cpu-presets]\n",
-        "rules.yaml: include[1]: unknown include 'cpu-presets' (known: gpu-presets, inference-gateway, sglang, tgi, "
-        "triton, vllm)",
+        "rules.yaml: include[1]: unknown include 'cpu-presets' (known: capacity-headroom, gpu-presets, "
+        "inference-gateway, sglang, tgi, triton, vllm)",
         id="unknown include",
     ),
     pytest.param(

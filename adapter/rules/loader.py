@@ -8,6 +8,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from adapter.rules.capacity import CAPACITY_PRESET, capacity_preset
 from adapter.rules.config import DiscoveryRule, RulesConfig, parse_document
 from adapter.rules.errors import RulesError
 from adapter.rules.gateway import GATEWAY_PRESET, gateway_preset
@@ -16,7 +17,7 @@ from adapter.rules.presets import GPU_PRESETS, gpu_presets
 from adapter.rules.resources import BUILTIN, ResourceTable
 
 INCLUDES: Mapping[str, Callable[[ResourceTable], RulesConfig]] = {
-    GPU_PRESETS: gpu_presets, GATEWAY_PRESET: gateway_preset,
+    GPU_PRESETS: gpu_presets, GATEWAY_PRESET: gateway_preset, CAPACITY_PRESET: capacity_preset,
     **{name: partial(inference_preset, name) for name in INFERENCE_PRESETS}}
 """Built-in rule sets by name, each parsed with the resource table it is given."""
 

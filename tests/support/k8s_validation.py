@@ -36,6 +36,12 @@ CRDS = {
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.v1.yaml",
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("keda.sh/v1alpha1", "ClusterTriggerAuthentication"): "keda.sh_clustertriggerauthentications.yaml",
+    ("autoscaling.x-k8s.io/v1alpha1", "CapacityBuffer"): "autoscaling.x-k8s.io_capacitybuffers.yaml",
+    ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer"): "autoscaling.x-k8s.io_capacitybuffers.yaml",
+}
+# Other published CRDs of a kind in CRDS, for checks against every project that serves it.
+OTHER_CRDS = {
+    ("autoscaling.x-k8s.io/v1beta1", "CapacityBuffer"): ("autoscaling.x-k8s.io_capacitybuffers.karpenter.yaml",),
 }
 CERT_MANAGER_KINDS = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
 
@@ -84,12 +90,7 @@ def name_of(doc: dict[str, Any]) -> str:
 
 @functools.cache
 def _crd_schema(filename: str, api_version: str) -> dict[str, Any]:
-    crd = yaml.safe_load((SCHEMAS / "crds" / filename).read_text())
-    version = api_version.split("/")[1]
-    for entry in crd["spec"]["versions"]:
-        if entry["name"] == version:
-            return _strict(entry["schema"]["openAPIV3Schema"])
-    raise KeyError(f"{filename} does not serve {api_version}")
+    return _strict(crd_schema(filename, api_version))
 
 
 def _strict(schema: Any) -> Any:
@@ -121,15 +122,29 @@ def _validate_metadata(doc: dict[str, Any]) -> list[str]:
     return errors
 
 
+def crd_schema(filename: str, api_version: str) -> dict[str, Any]:
+    """The served version's ``openAPIV3Schema`` of a vendored CRD as it is published (not made strict)."""
+    crd = yaml.safe_load((SCHEMAS / "crds" / filename).read_text())
+    version = api_version.split("/")[1]
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version:
+            return entry["schema"]["openAPIV3Schema"]
+    raise KeyError(f"{filename} does not serve {api_version}")
+
+
+def _crd_errors(doc: dict[str, Any], filename: str) -> list[str]:
+    validator = jsonschema.Draft7Validator(_crd_schema(filename, doc["apiVersion"]))
+    return [f"{name_of(doc)} ({filename}): {'.'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in validator.iter_errors(copy.deepcopy(doc))]
+
+
 def validate(doc: dict[str, Any], versions: Iterable[str] = KUBE_VERSIONS) -> list[str]:
     """Errors for one object against every Kubernetes version in ``versions`` (empty when valid)."""
     key = (doc.get("apiVersion"), doc.get("kind"))
     errors = _validate_metadata(doc)
     if key in CRDS:
-        validator = jsonschema.Draft7Validator(_crd_schema(CRDS[key], key[0]))  # type: ignore[arg-type]
-        body = copy.deepcopy(doc)
-        errors += [f"{name_of(doc)}: {'.'.join(map(str, e.absolute_path))}: {e.message}"
-                   for e in validator.iter_errors(body)]
+        for filename in (CRDS[key], *OTHER_CRDS.get(key, ())):  # type: ignore[index]
+            errors += _crd_errors(doc, filename)
         return errors
     if key in CERT_MANAGER_KINDS:
         validator = jsonschema.Draft7Validator(_cert_manager_schemas()[key[1]])

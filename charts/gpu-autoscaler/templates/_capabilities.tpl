@@ -36,6 +36,21 @@ true
 {{- end -}}
 
 {{/*
+The CapacityBuffer API version to write: autoscaling.x-k8s.io/v1beta1 where the cluster serves it (Cluster
+Autoscaler 1.35+ serves it beside the deprecated v1alpha1; Karpenter 1.14 serves only v1beta1), else v1alpha1
+where that is served (Cluster Autoscaler 1.34); v1beta1 when neither is (then the object is not rendered).
+*/}}
+{{- define "gpu-autoscaler.capacityBufferApi" -}}
+{{- if include "gpu-autoscaler.servesKind" (list . "autoscaling.x-k8s.io/v1beta1" "CapacityBuffer") -}}
+autoscaling.x-k8s.io/v1beta1
+{{- else if include "gpu-autoscaler.servesKind" (list . "autoscaling.x-k8s.io/v1alpha1" "CapacityBuffer") -}}
+autoscaling.x-k8s.io/v1alpha1
+{{- else -}}
+autoscaling.x-k8s.io/v1beta1
+{{- end -}}
+{{- end -}}
+
+{{/*
 Every optional object, one row each: what it is, its switch (dotted path and value), its kind's API and whether
 it is wanted at all (its component is on). The templates and NOTES.txt both read this table, so what NOTES.txt
 says was left out is what was left out. Returns a YAML list.
@@ -58,6 +73,10 @@ says was left out is what was left out. Returns a YAML list.
         "component" true "monitoring" false)
   (dict "object" "Karpenter EC2NodeClass" "switch" "karpenter.ec2NodeClass.enabled"
         "value" $v.karpenter.ec2NodeClass.enabled "api" "karpenter.k8s.aws/v1" "kind" "EC2NodeClass"
+        "component" true "monitoring" false)
+  (dict "object" "CapacityBuffer (GPU headroom)" "switch" "headroom.capacityBuffer.enabled"
+        "value" $v.headroom.capacityBuffer.enabled "api" (include "gpu-autoscaler.capacityBufferApi" $)
+        "shown" "autoscaling.x-k8s.io/v1beta1 or v1alpha1" "kind" "CapacityBuffer"
         "component" true "monitoring" false)
 -}}
 {{- $out := list -}}

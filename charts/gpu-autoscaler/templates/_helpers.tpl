@@ -134,7 +134,8 @@ Returns YAML: {ca, cert, key} as PEM.
 {{- end -}}
 
 {{/* Rules file contents: your rules first, then the Deployment rule, the built-in GPU presets, the inference-server
-presets you named and the gateway's. */}}
+presets you named, the gateway's, and the capacity-headroom preset (adapter.rules.capacityPresets, or headroom.auto,
+whose HPA reads it). */}}
 {{- define "gpu-autoscaler.adapter.rulesFile" -}}
 {{- $presets := .Files.Get "files/gpu-presets.yaml" | fromYaml -}}
 {{- $deployment := .Files.Get "files/deployment-rules.yaml" | fromYaml -}}
@@ -154,6 +155,11 @@ presets you named and the gateway's. */}}
 {{- $gateway := .Files.Get "files/gateway-presets.yaml" | fromYaml -}}
 {{- $rules = concat $rules (default (list) $gateway.rules) -}}
 {{- $external = concat $external (default (list) $gateway.externalRules) -}}
+{{- end -}}
+{{- if include "gpu-autoscaler.capacityPresetsOn" . -}}
+{{- $capacity := .Files.Get "files/capacity-presets.yaml" | fromYaml -}}
+{{- $rules = concat $rules (default (list) $capacity.rules) -}}
+{{- $external = concat $external (default (list) $capacity.externalRules) -}}
 {{- end -}}
 {{- $doc := dict "rules" (ternary $rules (list) (gt (len $rules) 0)) -}}
 {{- if $external -}}

@@ -1,0 +1,34 @@
+"""GPU nodes under the replicas, as pure models on the caller's clock: the cluster (scheduler, preemption, image
+cache, ReplicaSets), Karpenter v1 and Cluster Autoscaler, the node and replica start-up phases, and the shape of the
+capacity read from the project's manifests. Each module names the upstream sources its rules come from; the
+table-driven tests (tests/test_loadtest_nodes.py) name the upstream file of each case.
+
+    cluster = Cluster(NodeTimings())
+    karpenter = Karpenter(load_nodepool())
+    cluster.set_replicas("infer", PodTemplate(gpus=1), 3)
+    for second in range(400):
+        cluster.step(second)
+        karpenter.tick(cluster, second)
+    # one node of the NodePool's cheapest type with 3 GPUs, launched ~2 s after the pods went pending
+"""
+
+from loadtest.nodes.cluster import Cluster, Node, Pod, PodTemplate, ReplicaSet
+from loadtest.nodes.cluster_autoscaler import AutoscalerSettings, ClusterAutoscaler
+from loadtest.nodes.instances import INSTANCE_TYPES_FILE, InstanceType, InstanceTypeError, load_instance_types
+from loadtest.nodes.karpenter import Karpenter, KarpenterSettings, NodeClaim
+from loadtest.nodes.shapes import (
+    NodeGroup,
+    NodePool,
+    ShapeError,
+    load_node_groups,
+    load_nodepool,
+    nodepool_from_values,
+)
+from loadtest.nodes.timings import NodeTimings, scaled
+
+Provisioner = Karpenter | ClusterAutoscaler
+
+__all__ = ["INSTANCE_TYPES_FILE", "AutoscalerSettings", "Cluster", "ClusterAutoscaler", "InstanceType",
+           "InstanceTypeError", "Karpenter", "KarpenterSettings", "Node", "NodeClaim", "NodeGroup", "NodePool",
+           "NodeTimings", "Pod", "PodTemplate", "Provisioner", "ReplicaSet", "ShapeError", "load_instance_types",
+           "load_node_groups", "load_nodepool", "nodepool_from_values", "scaled"]

@@ -1,0 +1,199 @@
+"""Karpenter v1 as a pure model: batching, bin-packing onto the fewest nodes, NodePool limits, consolidation.
+
+Read from kubernetes-sigs/karpenter (``pkg/``) and aws/karpenter-provider-aws (docs and ``pkg/``):
+
+* **Batching** (``controllers/provisioning/batcher.go``, ``operator/options/options.go``): the first pending pod
+  opens a window; each new pod extends it while pods keep coming within ``--batch-idle-duration`` (1 s), up to
+  ``--batch-max-duration`` (10 s) from its start; then every provisionable pod is scheduled at once. A pod that is
+  still provisionable triggers again every 10 s (``provisioning/controller.go``, ``RequeueAfter``). A pod is
+  provisionable when kube-scheduler found it unschedulable and it is not about to preempt (``utils/pod``
+  ``IsProvisionable``): a replica that preempts a placeholder launches nothing.
+* **Bin-packing** (``provisioning/scheduling/scheduler.go``, ``queue.go``): pods in the queue's order (cpu, memory
+  descending, then oldest: here all ask for GPUs only) go onto existing nodes first, in-flight ones included at the
+  capacity their NodeClaim expects (``state/statenode.go``: an uninitialized node's zero ``nvidia.com/gpu`` is
+  taken from the NodeClaim, so a GPU node that is Ready before its device plugin reports causes no second launch),
+  then onto a NodeClaim of this batch (the one with the fewest pods first) if one of its instance types still fits
+  them all, else onto a new NodeClaim. Each NodeClaim launches its cheapest instance type
+  (:meth:`NodePool.cheapest`).
+* **Limits** (``addToNewNodeClaim``, ``subtractMax``, docs ``concepts/nodepools.md``): instance types larger than
+  what remains of ``limits["nvidia.com/gpu"]`` are dropped; a new NodeClaim counts at the largest of its instance
+  types until it exists; existing nodes count at their capacity. With nothing left, pods wait.
+* **Consolidation** (``controllers/nodeclaim/disruption/consolidation.go``, ``disruption/emptiness.go``,
+  ``disruption/controller.go``, docs ``concepts/disruption.md``): a node becomes consolidatable ``consolidateAfter``
+  after its last pod was bound or removed (or after it initialized); the disruption loop runs every 10 s; an empty
+  node (``WhenEmpty``, and also under ``WhenEmptyOrUnderutilized``) is removed after the 15 s validation if it is
+  still empty; under ``WhenEmptyOrUnderutilized`` a node whose pods all fit on the other nodes' free GPUs is removed
+  too, one per round (the one with the fewest, then the lowest-priority pods), its pods rescheduled. Replacing a
+  node with a cheaper one, spot, drift, expiry and disruption budgets are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loadtest.nodes.cluster import Cluster, Node, Pod
+from loadtest.nodes.instances import InstanceType
+from loadtest.nodes.shapes import NodePool
+
+__all__ = ["Karpenter", "KarpenterSettings", "NodeClaim"]
+
+
+@dataclass(frozen=True)
+class KarpenterSettings:
+    batch_idle_s: float = 1.0
+    batch_max_s: float = 10.0
+    requeue_s: float = 10.0
+    disruption_poll_s: float = 10.0
+    validation_s: float = 15.0
+
+
+@dataclass
+class NodeClaim:
+    """A node of one scheduling round: its pods and the instance types that still fit them."""
+
+    options: tuple[InstanceType, ...]
+    pods: list[Pod] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.pods)
+
+
+class Karpenter:
+    name = "karpenter"
+
+    def __init__(self, pool: NodePool, settings: KarpenterSettings = KarpenterSettings()) -> None:
+        self.pool = pool
+        self.settings = settings
+        self._window: tuple[float, float] | None = None  # (start, last trigger)
+        self._in_window: set[str] = set()
+        self._triggered_at: dict[str, float] = {}
+        self._next_poll: float | None = None
+        self._pending_removal: dict[str, float] = {}  # node -> when its validation ends
+        self.launches: list[tuple[float, str, int]] = []  # (time, instance type, pods)
+
+    # -- provisioning ---------------------------------------------------------------------------------------------
+    def tick(self, cluster: Cluster, now: float) -> list[Node]:
+        """Triggers, the batch window, the scheduling round when it closes; then the disruption loop."""
+        s = self.settings
+        for pod in self._provisionable(cluster):
+            last = self._triggered_at.get(pod.name)
+            if last is None or now - last >= s.requeue_s:
+                self._triggered_at[pod.name] = now
+                self._trigger(pod.name, now)
+        launched: list[Node] = []
+        if self._window is not None:
+            start, last = self._window
+            if now >= start + s.batch_max_s or now >= last + s.batch_idle_s:
+                self._window = None
+                self._in_window.clear()
+                launched = self.provision(cluster, now)
+        self._disrupt(cluster, now)
+        return launched
+
+    def _trigger(self, pod: str, now: float) -> None:
+        if pod in self._in_window:
+            return
+        self._in_window.add(pod)
+        self._window = (now, now) if self._window is None else (self._window[0], now)
+
+    @staticmethod
+    def _provisionable(cluster: Cluster) -> list[Pod]:
+        return [p for p in cluster.pending_pods() if p.unschedulable_at is not None]
+
+    def provision(self, cluster: Cluster, now: float) -> list[Node]:
+        """One scheduling round over every provisionable pod; launches the NodeClaims it needs."""
+        claims = self.schedule(cluster, self._provisionable(cluster))
+        nodes = []
+        for claim in claims:
+            instance = self.pool.cheapest(claim.options)
+            nodes.append(cluster.add_node(instance, now, self.name))
+            self.launches.append((now, instance.name, len(claim.pods)))
+        return nodes
+
+    def warm_nodes(self, cluster: Cluster, pods: list[Pod], now: float, images: tuple[str, ...]) -> list[Node]:
+        """Nodes that are up already for ``pods``, as this NodePool would have launched them."""
+        return [cluster.add_node(self.pool.cheapest(c.options), now, self.name, ready=True, images=images)
+                for c in self.schedule(cluster, pods)]
+
+    def schedule(self, cluster: Cluster, pods: list[Pod]) -> list[NodeClaim]:
+        """The NodeClaims ``pods`` need beyond the existing and in-flight nodes (the round's simulation)."""
+        existing = sorted((n for n in cluster.live_nodes(cluster.now) if not n.deleting),
+                          key=lambda n: (n.allocatable(cluster.now) == 0, n.name))  # initialized nodes first
+        room = {n.name: cluster.expected_free_gpus(n) for n in existing}
+        remaining = None
+        if self.pool.gpu_limit is not None:
+            remaining = self.pool.gpu_limit - sum(n.gpus for n in existing if n.owner == self.name)
+        claims: list[NodeClaim] = []
+        for pod in sorted(pods, key=lambda p: (p.created_at, p.name)):
+            node = next((n for n in existing if room[n.name] >= pod.gpus), None)
+            if node is not None:
+                room[node.name] -= pod.gpus
+                continue
+            claim = next((c for c in sorted(claims, key=lambda c: len(c.pods))
+                          if any(t.gpus >= c.gpus + pod.gpus for t in c.options)), None)
+            if claim is not None:
+                claim.options = tuple(t for t in claim.options if t.gpus >= claim.gpus + pod.gpus)
+                claim.pods.append(pod)
+                continue
+            options = tuple(t for t in self.pool.instance_types if t.gpus >= pod.gpus
+                            and (remaining is None or t.gpus <= remaining))
+            if not options:
+                continue  # "all available instance types exceed limits for nodepool": the pod waits
+            claims.append(NodeClaim(options, [pod]))
+            if remaining is not None:
+                remaining -= max(t.gpus for t in options)
+        return claims
+
+    # -- disruption -----------------------------------------------------------------------------------------------
+    def _disrupt(self, cluster: Cluster, now: float) -> None:
+        s = self.settings
+        for name, until in list(self._pending_removal.items()):
+            if now >= until:
+                del self._pending_removal[name]
+                node = cluster.nodes[name]
+                if node.alive(now) and self._removable(cluster, node, now):
+                    cluster.remove_node(name, now)
+        if self._next_poll is None:
+            self._next_poll = now
+        if now < self._next_poll or self.pool.consolidate_after_s is None:
+            return
+        self._next_poll = now + s.disruption_poll_s
+        candidates = [n for n in cluster.live_nodes(now) if n.owner == self.name and not n.deleting
+                      and n.name not in self._pending_removal and self._consolidatable(n, now)]
+        empty = [n for n in candidates if not cluster.pods_on(n.name)]
+        chosen = empty
+        if not chosen and self.pool.consolidation_policy == "WhenEmptyOrUnderutilized":
+            # The node that disrupts least first: fewer pods, then lower-priority pods (docs concepts/disruption.md).
+            fitting = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)]
+            chosen = sorted(fitting, key=lambda n: (len(cluster.pods_on(n.name)),
+                                                    max(p.priority for p in cluster.pods_on(n.name)), n.name))[:1]
+        for node in chosen:
+            self._pending_removal[node.name] = now + s.validation_s
+
+    def _consolidatable(self, node: Node, now: float) -> bool:
+        assert self.pool.consolidate_after_s is not None
+        if node.allocatable(now) == 0:
+            return False  # not initialized
+        since = max(node.last_pod_event, node.gpus_at)
+        return now >= since + self.pool.consolidate_after_s
+
+    def _removable(self, cluster: Cluster, node: Node, now: float) -> bool:
+        """The command still holds after the validation delay."""
+        if not self._consolidatable(node, now):
+            return False
+        if not cluster.pods_on(node.name):
+            return True
+        return self.pool.consolidation_policy == "WhenEmptyOrUnderutilized" and \
+            self._pods_fit_elsewhere(cluster, node, now)
+
+    @staticmethod
+    def _pods_fit_elsewhere(cluster: Cluster, node: Node, now: float) -> bool:
+        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now)
+                if n.name != node.name and not n.deleting}
+        for pod in sorted(cluster.pods_on(node.name), key=lambda p: -p.gpus):
+            target = next((name for name, free in room.items() if free >= pod.gpus), None)
+            if target is None:
+                return False
+            room[target] -= pod.gpus
+        return True

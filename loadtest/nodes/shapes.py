@@ -1,0 +1,168 @@
+"""The shape of the GPU capacity: a Karpenter v1 NodePool, or Cluster Autoscaler node groups, read from the
+manifests the project ships (``hpa-examples/karpenter/nodepool-gpu.yaml``, the chart's ``karpenter.nodePool``
+values, ``hpa-examples/cluster-autoscaler/eksctl-gpu-nodegroups.yaml``).
+
+What is read, and what is not:
+
+* NodePool (karpenter.sh/v1): the instance types its ``spec.template.spec.requirements`` allow
+  (``karpenter.k8s.aws/instance-family`` or ``node.kubernetes.io/instance-type`` with ``In``; a
+  ``karpenter.k8s.aws/instance-gpu-count`` ``Gt`` bound), each with its GPU count from the instance-type table;
+  ``spec.limits["nvidia.com/gpu"]``; ``spec.disruption.consolidationPolicy`` and ``consolidateAfter`` (a duration or
+  ``Never``). Other requirements (capacity type, architecture) narrow nothing here: every instance type of the table
+  is amd64 and offered on demand. Disruption budgets are not modelled.
+* eksctl managed node groups: ``instanceType``, ``minSize``, ``maxSize``, and whether the nodes carry the
+  accelerator label Cluster Autoscaler's GPU handling looks for (``k8s.amazonaws.com/accelerator`` on AWS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clikit.durations import DurationError, parse_go_duration
+from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, resolve
+
+__all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL", "NodeGroup", "NodePool",
+           "ShapeError", "load_node_groups", "load_nodepool", "nodepool_from_values"]
+
+KARPENTER_NODEPOOL = REPO / "hpa-examples" / "karpenter" / "nodepool-gpu.yaml"
+EKSCTL_NODE_GROUPS = REPO / "hpa-examples" / "cluster-autoscaler" / "eksctl-gpu-nodegroups.yaml"
+CHART_VALUES = REPO / "charts" / "gpu-autoscaler" / "values.yaml"
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+"""The label Cluster Autoscaler's AWS provider names as its GPU label (``GPULabel()``): a node carrying it whose
+``nvidia.com/gpu`` is not allocatable yet is taken as still starting, not as a node without GPUs."""
+
+
+class ShapeError(ValueError):
+    """One line naming the file, the field and the value."""
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    instance_types: tuple[InstanceType, ...]
+    gpu_limit: int | None = None
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after_s: float | None = 0.0  # None: Never
+
+    def cheapest(self, fitting: tuple[InstanceType, ...]) -> InstanceType:
+        """The instance type launched for a NodeClaim whose options are ``fitting``. Karpenter launches the cheapest
+        option (on-demand CreateFleet with the ``lowest-price`` strategy, aws/karpenter-provider-aws
+        ``pkg/providers/instance/types.go``); the table has no prices, so this takes the fewest GPUs, then the
+        NodePool's order of families and sizes (cheapest first within a family, as on AWS's price list)."""
+        order = {t.name: i for i, t in enumerate(self.instance_types)}
+        return min(fitting, key=lambda t: (t.gpus, order[t.name]))
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    name: str
+    instance: InstanceType
+    min_size: int = 0
+    max_size: int = 1
+    gpu_label: bool = True
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    try:
+        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+    except OSError as exc:
+        raise ShapeError(f"{path}: cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ShapeError(f"{path}: not YAML: {exc}") from None
+
+
+def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceType] | None = None) -> NodePool:
+    """The first ``karpenter.sh/v1`` NodePool of a manifest file."""
+    where = _name(path)
+    pool = next((d for d in _read(path) if d.get("kind") == "NodePool"), None)
+    if pool is None:
+        raise ShapeError(f"{where}: no NodePool in it")
+    spec = pool.get("spec") or {}
+    template = (spec.get("template") or {}).get("spec") or {}
+    families, types, min_gpus = [], [], 1
+    for req in template.get("requirements") or ():
+        key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or ()]
+        if key == "karpenter.k8s.aws/instance-family" and op == "In":
+            families += values
+        elif key == "node.kubernetes.io/instance-type" and op == "In":
+            types += values
+        elif key == "karpenter.k8s.aws/instance-gpu-count" and op == "Gt" and values:
+            min_gpus = max(min_gpus, int(values[0]) + 1)
+    disruption = spec.get("disruption") or {}
+    return _pool(where, (pool.get("metadata") or {}).get("name", "gpu"), families, types, min_gpus,
+                 (spec.get("limits") or {}).get("nvidia.com/gpu"), disruption.get("consolidationPolicy"),
+                 disruption.get("consolidateAfter"), table, "spec.template.spec.requirements")
+
+
+def nodepool_from_values(path: Path = CHART_VALUES, table: Mapping[str, InstanceType] | None = None) -> NodePool:
+    """The NodePool the chart renders from its values (``karpenter.nodePool``)."""
+    where = _name(path)
+    [values] = _read(path) or [{}]
+    pool = (values.get("karpenter") or {}).get("nodePool") or {}
+    return _pool(where, pool.get("name", "gpu"), [str(f) for f in pool.get("instanceFamilies") or ()], [], 1,
+                 (pool.get("limits") or {}).get("nvidia.com/gpu"), pool.get("consolidationPolicy"),
+                 pool.get("consolidateAfter"), table, "karpenter.nodePool.instanceFamilies")
+
+
+def _pool(where: str, name: str, families: list[str], types: list[str], min_gpus: int, limit: Any, policy: Any,
+          after: Any, table: Mapping[str, InstanceType] | None, field: str) -> NodePool:
+    table = load_instance_types() if table is None else table
+    try:
+        chosen = resolve(families, table, families=True, where=f"{where}: {field}") + \
+            resolve(types, table, families=False, where=f"{where}: {field}")
+    except InstanceTypeError as exc:
+        raise ShapeError(str(exc)) from None
+    chosen = tuple(t for t in chosen if t.gpus >= min_gpus)
+    if not chosen:
+        raise ShapeError(f"{where}: {field}: selects no GPU instance type")
+    gpu_limit = None
+    if limit is not None:
+        try:
+            gpu_limit = int(str(limit))
+        except ValueError:
+            raise ShapeError(f"{where}: limits.nvidia.com/gpu: expected a whole number of GPUs, got {limit!r}"
+                             ) from None
+    if policy not in (None, "WhenEmpty", "WhenEmptyOrUnderutilized"):
+        raise ShapeError(f"{where}: disruption.consolidationPolicy: {policy!r} is not WhenEmpty or "
+                         "WhenEmptyOrUnderutilized")
+    consolidate_after: float | None = 0.0
+    if after == "Never":
+        consolidate_after = None
+    elif after is not None:
+        try:
+            consolidate_after = parse_go_duration(str(after), f"{where}: disruption.consolidateAfter")
+        except DurationError as exc:
+            raise ShapeError(str(exc)) from None
+    return NodePool(name, chosen, gpu_limit, policy or "WhenEmptyOrUnderutilized", consolidate_after)
+
+
+def load_node_groups(path: Path = EKSCTL_NODE_GROUPS, table: Mapping[str, InstanceType] | None = None,
+                     ) -> tuple[NodeGroup, ...]:
+    """The managed node groups of an eksctl ClusterConfig."""
+    where = _name(path)
+    table = load_instance_types() if table is None else table
+    groups = []
+    for doc in _read(path):
+        for i, group in enumerate(doc.get("managedNodeGroups") or doc.get("nodeGroups") or ()):
+            instance = str(group.get("instanceType"))
+            if instance not in table:
+                raise ShapeError(f"{where}: managedNodeGroups[{i}].instanceType: {instance!r} has no known GPU count")
+            labels = group.get("labels") or {}
+            groups.append(NodeGroup(str(group.get("name", f"group-{i}")), table[instance],
+                                    int(group.get("minSize", 0)), int(group.get("maxSize", 1)),
+                                    ACCELERATOR_LABEL in labels))
+    if not groups:
+        raise ShapeError(f"{where}: no managedNodeGroups in it")
+    return tuple(groups)
+
+
+def _name(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,94 @@
+"""``gpu-loadtest demo --quick``, the default lane with GPU nodes (as CI runs `make demo`), with and without
+headroom: a scale-up whose new replica waits for a GPU node (the node layer launches one, the pod is Pending
+meanwhile); the same scale-up with placeholders, whose first new replica takes a placeholder's GPU at once; and
+headroom that follows demand, whose HPA reads the capacity-headroom preset's request-rate growth through the real
+adapter, asks for placeholders when the load steps up and gives them all back once it stops growing. Each run is one
+surge of the load on the compressed clock (about a minute and a half); figures are real-time equivalents."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.support.tools import require_tool
+from tests.test_demo import QuickRun, assert_all_gone, quick_run
+
+pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
+
+
+@pytest.fixture(autouse=True)
+def _prometheus_installed() -> None:
+    require_tool("prometheus")
+
+
+@pytest.fixture(scope="module")
+def without(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    return quick_run(tmp_path_factory.mktemp("nodes"))  # GPU nodes by default: Karpenter
+
+
+@pytest.fixture(scope="module")
+def with_headroom(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    return quick_run(tmp_path_factory.mktemp("headroom"), "--headroom", "4")
+
+
+@pytest.fixture(scope="module")
+def following_demand(tmp_path_factory: pytest.TempPathFactory) -> QuickRun:
+    return quick_run(tmp_path_factory.mktemp("auto"), "--headroom", "auto", "--placeholder-image", "workload")
+
+
+def test_a_scale_up_waits_for_a_gpu_node(without: QuickRun) -> None:
+    summary = without.summary
+    assert summary["nodes"] == "karpenter" and summary["time_scale"] == 20
+    [surge] = summary["capacity"]["surges"]
+    assert surge["replicas_asked"] > surge["replicas_before"] == 1
+    # The first new replica waited for a node: at least the node phases (3 minutes in real time) minus the batch.
+    assert surge["first_replica_wait_s"] >= 170
+    assert surge["phases_s"]["node"] >= 170 and surge["nodes_launched"] >= 1
+    assert summary["capacity"]["nodes_launched"] >= 1 and summary["capacity"]["pending_pod_seconds"] > 0
+    assert "surge 1: time to capacity" in without.result.stdout
+    with without.timeline.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert max(int(r["pending_pods"]) for r in rows if r["pending_pods"]) >= 1  # Pending, waiting for a GPU
+    assert max(int(r["node_gpus"]) for r in rows if r["node_gpus"]) > 1  # a node was launched for it
+    assert without.plot.read_bytes().startswith(b"\x89PNG")
+    assert summary["interrupted"] is False and summary["error"] is None
+    assert_all_gone(summary)
+
+
+def test_the_same_scale_up_with_headroom_does_not_wait(without: QuickRun, with_headroom: QuickRun) -> None:
+    summary = with_headroom.summary
+    assert summary["headroom"] == 4 and summary["placeholder_image"] == "pause"  # the chart's default
+    [surge] = summary["capacity"]["surges"]
+    assert surge["replicas_asked"] > surge["replicas_before"] == 1
+    # Bound at the node layer's next step (every 0.05 s, 1 s in real time), in a preempted placeholder's place.
+    assert surge["first_replica_wait_s"] <= 1.0
+    assert summary["capacity"]["placeholders_preempted"] >= 1
+    # Pause placeholders leave the image to the replica: it pulls it where the placeholder stood.
+    assert surge["phases_s"]["image"] > 0
+    [before] = without.summary["capacity"]["surges"]
+    # Whether or not capacity arrived without headroom before the load fell, it came sooner with it.
+    assert surge["time_to_capacity_s"] is not None
+    assert before["time_to_capacity_s"] is None or surge["time_to_capacity_s"] < before["time_to_capacity_s"]
+    assert summary["interrupted"] is False and summary["error"] is None
+    assert_all_gone(summary)
+
+
+def test_headroom_that_follows_demand_grows_when_the_load_steps_up(following_demand: QuickRun) -> None:
+    summary = following_demand.summary
+    hpa = summary["headroom_hpa"]
+    # The chart's bounds on a cluster whose HPA may scale to zero (Kubernetes 1.37+).
+    assert hpa["metric"] == "inference_request_rate_growth" and (hpa["min_replicas"], hpa["max_replicas"]) == (0, 4)
+    assert summary["placeholder_image"] == "workload"  # the workload's image, pre-pulled
+    capacity = summary["capacity"]
+    # The arrival rate's growth, read through the adapter, asked for placeholders at the step (4 minutes in), and
+    # never before it: the flat load's wobbles stay inside the preset's noise margin.
+    ups = [d for d in capacity["headroom_decisions"] if d["to"] > d["from"]]
+    assert ups and ups[0]["t"] >= 240 and ups[0]["growth"] > 0
+    peak = max(ups, key=lambda d: (d["to"], -d["t"]))
+    assert peak["to"] > 1
+    # Once the load stopped growing (held at 55, then falling) the headroom went back to zero: after the slope's
+    # windows forgot the step and the HPA's 5-minute scale-down window passed (12 and 16 minutes in, in two runs).
+    assert any(d["to"] == 0 and d["t"] > peak["t"] for d in capacity["headroom_decisions"])
+    assert summary["interrupted"] is False and summary["error"] is None
+    assert_all_gone(summary)
