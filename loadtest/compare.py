@@ -307,7 +307,8 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
                                  time_scale=settings.time_scale,
                                  title=f"gpu-loadtest demo --compare-capacity --nodes {capacity.kind.value}: "
                                        f"{describe_metrics(settings)}; {describe_placeholders(capacity)}\n"
-                                       + "; ".join(capacity_figures(rows)[:1]))
+                                       + "\n".join(line for line in capacity_figures(rows)
+                                                   if line.startswith("static headroom cut")))
     if summary is not None:
         atomic_write_json(summary, {"table": [vars(r) for r in rows], "figures": capacity_figures(rows),
                                     "runs": {n: r.summary.to_json() for n, r in results},
