@@ -6,11 +6,12 @@ parser, orjson), which are where a request's TLS and HTTP parsing happen: withou
 whichever Python frame called into C.
 
 A sample's layer (``LAYERS``, by module path): a stack that runs a delegated review or the watch cache's thread
-belongs to that whole (``CLAIMS``: the review's own TLS and JSON are the review's cost); any other stack belongs
-to its innermost frame that a layer names (the ASGI middleware frames wrap every route, so the outer frames cannot
-decide). Frames no layer names (the interpreter, libc, asyncio, uvloop's loop, its socket reads) leave the sample
-to the event loop. A socket write counts for the layer that wrote: the responses' for HTTP (uvicorn's protocol),
-the queries' for the PromQL client.
+belongs to that whole (``CLAIMS``: the TLS and JSON a review's coroutine runs itself are the review's cost;
+aiohttp's protocol callbacks for its answer run outside it and count as the PromQL client's or TLS); any other stack
+belongs to its innermost frame that a layer names (the ASGI middleware frames wrap every route, so the outer frames
+cannot decide). Frames no layer names (the interpreter, libc, asyncio, uvloop's loop, its socket reads) leave the
+sample to the event loop. A socket write counts for the layer that wrote: the responses' for HTTP (uvicorn's
+protocol), the queries' for the PromQL client.
 """
 
 from __future__ import annotations
@@ -26,13 +27,17 @@ from pathlib import Path
 OTHER = "event loop/other"
 
 # A stack holding one of these frames belongs to its layer whatever runs inside it.
+# The first claim that a stack holds wins: the watch cache's thread runs the official client (kubernetes/client/,
+# urllib3/) too, so it is claimed first; reviews went through that client in a worker thread before they moved to
+# the serving loop's aiohttp (adapter/kube/asyncapi.py), and the same patterns claim them in a before-profile.
 CLAIMS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("auth and reviews", ("adapter/auth/delegated.py", "kubernetes/client/", "urllib3/")),
     ("engine", ("adapter/kube/cache.py",)),  # the watch cache's thread: what selectors are answered from
+    ("auth and reviews", ("adapter/auth/delegated.py", "adapter/kube/asyncapi.py", "kubernetes/client/",
+                          "urllib3/")),
 )
 
 # Otherwise the innermost frame naming a layer decides; for one frame, the first layer (in this order) that names
-# it wins, so the narrower patterns come first (``_JSON.render`` lives in app.py, responses in starlette/).
+# it wins, so the narrower patterns come first (``_JSON.render`` lives in routes.py, responses in starlette/).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("TLS", ("libssl", "libcrypto", "ssl.py", "_ssl.c", "sslproto.pyx")),
     ("JSON encoding", ("orjson", "_JSON.render", "starlette/responses.py", "adapter/api/serialise.py", "_json.c",

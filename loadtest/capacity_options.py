@@ -7,11 +7,10 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from pathlib import Path
 
-from clikit.durations import DurationError, parse_go_duration
 from loadtest.node_layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
 from loadtest.nodes import InstanceTypeError, NodeTimings, ShapeError, load_node_groups, load_nodepool
 from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL
-from loadtest.profile import Profile, parse_profile
+from loadtest.profile import Profile, ProfileError, parse_duration, parse_profile
 
 __all__ = ["AUTO_MAX", "AUTO_MIN", "CAPACITY_QUICK_PROFILE", "CAPACITY_SURGES", "HEADROOM_SIGNALS",
            "PLACEHOLDER_IMAGES", "CapacityOptionError", "capacity_config", "capacity_profile", "parse_headroom",
@@ -78,27 +77,25 @@ def parse_timings(items: list[str]) -> NodeTimings:
         if not equals or phase not in phases:
             raise CapacityOptionError(f"--node-timing {item!r}: expected PHASE=DURATION with PHASE one of "
                                       f"{', '.join(phases)}")
-        try:
-            seconds = parse_go_duration(duration, f"--node-timing {phase}")
-        except DurationError as exc:
-            raise CapacityOptionError(str(exc)) from None
-        if seconds < 0:
-            raise CapacityOptionError(f"--node-timing {item!r}: a duration cannot be negative")
+        seconds = _seconds(duration, f"--node-timing {phase}")
         timings = replace(timings, **{phases[phase]: seconds})
     return timings
 
 
-def _duration(text: str | None, flag: str) -> float | None:
-    """A positive duration option in seconds (None when not given)."""
-    if text is None:
-        return None
-    try:
-        seconds = parse_go_duration(text, flag)
-    except DurationError as exc:
-        raise CapacityOptionError(str(exc)) from None
-    if seconds < 0:
+def _seconds(text: str, flag: str) -> float:
+    """A duration option in seconds, read as the demo's other durations are (a Go duration or plain seconds:
+    :func:`loadtest.profile.parse_duration`), never negative."""
+    if text.strip().startswith("-"):
         raise CapacityOptionError(f"{flag} {text!r}: a duration cannot be negative")
-    return seconds
+    try:
+        return parse_duration(text)
+    except ProfileError:
+        raise CapacityOptionError(f"{flag} {text!r}: expected a duration (90s, 3m, 1m30s or seconds)") from None
+
+
+def _duration(text: str | None, flag: str) -> float | None:
+    """An optional duration option in seconds (None when not given)."""
+    return None if text is None else _seconds(text, flag)
 
 
 def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float, timings: list[str],

@@ -319,7 +319,7 @@ def demo(
             raise UsageError("--nodes does not combine with --min-replicas 0, --metric gateway, --compare or "
                              "--cold-start (the model load is --node-timing model_load=...); --nodes none runs "
                              "the pod-only loop")
-        config = capacity_config(nodes or NodesKind.KARPENTER, headroom=headroom, time_scale=time_scale,
+        config = capacity_config(nodes, headroom=headroom, time_scale=time_scale,
                                  timings=node_timing or [], nodepool=nodepool, node_groups=node_groups,
                                  placeholder_image=placeholder_image, provisioning_time=provisioning_time,
                                  replicas=1, headroom_signal=headroom_signal,

@@ -31,6 +31,7 @@ from loadtest.live import Progress
 from loadtest.plot import plot_comparison
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary
+from loadtest.time_to_capacity import PHASES
 
 __all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityRow", "ComparisonRow", "ZeroRow", "capacity_figures",
            "capacity_row", "comparison_row", "format_capacity_table", "format_table", "format_zero_table",
@@ -238,7 +239,7 @@ def format_capacity_table(rows: Sequence[CapacityRow]) -> str:
     """A Markdown table of the headroom runs (readable as plain text too)."""
     cells = [[r.headroom, ", ".join(_cell(t, " s") for t in r.time_to_capacity_s) or "-",
               ", ".join(_cell(t, " s") for t in r.behind_demand_s) or "-",
-              " / ".join(_cell(r.first_phases_s.get(p), " s") for p in ("decision", "node", "image", "model")),
+              " / ".join(_cell(r.first_phases_s.get(p), " s") for p in PHASES),
               f"{r.failed} of {r.sent}", _cell(r.gpu_node_seconds), _cell(r.pending_pod_seconds)] for r in rows]
     return _markdown(CAPACITY_COLUMNS, cells)
 
@@ -291,7 +292,7 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
     ``NAME-auto.csv``."""
     capacity = settings.capacity
     assert capacity is not None
-    least = capacity.headroom_min if capacity.headroom_auto else min(AUTO_MIN, static)  # the chart's default
+    least = capacity.headroom_min if capacity.headroom_auto else AUTO_MIN  # the chart's default (1.37+)
     variants = [("none", replace(capacity, headroom=0, headroom_auto=False)),
                 ("static", replace(capacity, headroom=static, headroom_auto=False)),
                 ("auto", replace(capacity, headroom=static, headroom_auto=True, headroom_min=least))]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -106,21 +106,9 @@ class NodeLayerConfig:
 
     def provisioner(self) -> Provisioner:
         if self.kind is NodesKind.KARPENTER:
-            assert self.pool is not None
-            after = self.pool.consolidate_after_s  # the NodePool's own timer runs on the same clock
-            pool = replace(self.pool, consolidate_after_s=None if after is None else after / self.time_scale)
-            return Karpenter(pool, scaled(KarpenterSettings(), self.time_scale))
+            assert self.pool is not None  # the NodePool's own timer (consolidateAfter) runs on the same clock
+            return Karpenter(scaled(self.pool, self.time_scale), scaled(KarpenterSettings(), self.time_scale))
         return ClusterAutoscaler(self.groups, scaled(AutoscalerSettings(), self.time_scale))
-
-
-@dataclass
-class _Sample:
-    nodes: int = 0
-    node_gpus: int = 0
-    gpus_allocatable: int = 0
-    pending_pods: int = 0
-    placeholders: int = 0
-    gpu_node_seconds: float = 0.0
 
 
 class NodeLayer:
@@ -242,7 +230,6 @@ class PlaceholderDeployment:
     """The placeholders' Deployment as the HPA loop's :class:`~loadtest.hpa_loop.Workload`."""
 
     layer: NodeLayer
-    scaled_to: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def spec_replicas(self) -> int:
@@ -256,7 +243,6 @@ class PlaceholderDeployment:
 
     async def scale(self, replicas: int) -> None:
         self.layer.cluster.set_replicas(self.layer.placeholder_name, self.layer.placeholder_template, replicas)
-        self.scaled_to.append((self.layer.now(), replicas))
 
 
 def owners(layer: NodeLayer) -> Mapping[str, Sequence[str]]:

@@ -143,7 +143,7 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
                 capacity_at, asked = t, desired
                 break
             waiting = {s for s in states if s in PHASES}
-            phase = next((p for p in ("node", "image", "model") if p in waiting), "decision")
+            phase = next((p for p in PHASES[1:] if p in waiting), "decision")  # the slowest still outstanding
             if t < ups[0].t:
                 phase = "decision"
             phases[phase] += step_s

@@ -367,6 +367,21 @@ def test_bad_values_fail_the_render_with_one_line_naming_them(sets, message):
     assert message in error_of(*sets)
 
 
+def test_a_capacity_buffer_counts_against_the_nodepool_gpu_limit_beside_placeholders():
+    # The buffer's replicas x gpusPerReplica, capped by its gpus (5 x 4 = 20, capped at 12), plus the placeholders'.
+    common = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.workload.gpusPerReplica=4",
+              "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.replicas=5",
+              "headroom.placeholders.enabled=true", "headroom.placeholders.replicas=2")
+    served = KUBE_PROMETHEUS_STACK + V1BETA1
+    assert ("headroom: 20 GPUs of headroom (capacityBuffer 12 + placeholders 2 x 4) is more than "
+            "karpenter.nodePool.limits nvidia.com/gpu 16") in error_of(*common, "headroom.capacityBuffer.gpus=12",
+                                                                        api_versions=served)
+    assert "headroom: 28 GPUs of headroom (capacityBuffer 20 + placeholders 2 x 4)" in error_of(*common,
+                                                                                                api_versions=served)
+    docs = rendered(*common[2:], "headroom.capacityBuffer.gpus=8", api_versions=served)  # 8 + 8 = 16 fits
+    assert one(docs, "CapacityBuffer")["spec"]["limits"] == {"nvidia.com/gpu": "8"}  # a Quantity
+
+
 def test_headroom_within_the_nodepool_renders_and_pins_instance_types():
     docs = rendered("karpenter.nodePool.enabled=true", "karpenter.nodePool.instanceTypes={g6e.xlarge,g6e.12xlarge}",
                     "headroom.placeholders.enabled=true", "headroom.placeholders.replicas=4",

@@ -51,7 +51,7 @@ from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.gateway import GATEWAY_METRICS
-from adapter.rules.inference import POD_DEPLOYMENT_RULE
+from adapter.rules.inference import DEPLOYMENT_RESOURCES, POD_DEPLOYMENT_RULE, POD_MATCHERS
 from adapter.rules.resources import BUILTIN, ResourceTable
 from clikit.durations import parse_prometheus_duration
 
@@ -118,15 +118,11 @@ EPP_REQUESTS: tuple[str, str] = ("llm_d_epp_request_total", "inference_objective
 Gateway API Inference Extension's (``pkg/epp/metrics/metrics.go``, v1.1.0 on). llm-d-router exports both, so the
 first that a pod reports is taken."""
 
-_DEPLOYMENT_RESOURCES = ("{overrides: {namespace: {resource: namespace}, "
-                         "deployment: {group: apps, resource: deployment}}}")
 _NAMESPACE_ONLY = "{overrides: {namespace: {resource: namespace}}}"
-_QUEUE_SIZE, _SATURATION = GATEWAY_METRICS[0], GATEWAY_METRICS[2]
-assert _QUEUE_SIZE.names[0] == "llm_d_epp_flow_control_queue_size" and _QUEUE_SIZE.empty_is_zero
-assert _SATURATION.names[0] == "llm_d_epp_flow_control_pool_saturation" and _SATURATION.flow
+_QUEUE_SIZE, _SATURATION = (next(m for m in GATEWAY_METRICS if m.names[0] == name) for name in (
+    "llm_d_epp_flow_control_queue_size", "llm_d_epp_flow_control_pool_saturation"))
 POOL_SERIES = f'{{__name__=~"{"|".join(_SATURATION.names)}",inference_pool!="",namespace!=""}}'
 """What the External rules discover from: one series per pool under flow control (and EPP replica)."""
-_POD = 'namespace!="",pod!=""'
 _NS = '<<index .LabelValuesByName "namespace">>'
 
 
@@ -192,7 +188,7 @@ def _change(gauge: str, window: str, by: str) -> str:
 
 def server_queue_query() -> str:
     """Requests waiting in the servers of the Deployments the matchers name, one value per Deployment."""
-    per_pod = f"max by (namespace, pod) (sum by (namespace, pod, __name__) ({_names(SERVER_QUEUES, _POD)}))"
+    per_pod = f"max by (namespace, pod) (sum by (namespace, pod, __name__) ({_names(SERVER_QUEUES, POD_MATCHERS)}))"
     return _per_deployment(per_pod)
 
 
@@ -202,8 +198,9 @@ def server_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
     with the same labels)."""
     families = []
     for server in SERVER_ARRIVALS:
-        terms = [f"sum by (namespace, pod) (rate({name}{{{_POD}}}[{rate_window}]))" for name in server.counters]
-        terms += [_change(f"{name}{{{_POD}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
+        pod = POD_MATCHERS
+        terms = [f"sum by (namespace, pod) (rate({name}{{{pod}}}[{rate_window}]))" for name in server.counters]
+        terms += [_change(f"{name}{{{pod}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
         families.append(f"({' + '.join(terms)})")
     return _per_deployment(f"({' or '.join(families)})", rate_window)
 
@@ -222,8 +219,8 @@ def capacity_rules(window: str = WINDOW, step: str = STEP, rate_window: str = RA
     count requests over, for the noise margin (a compressed clock shortens the windows, not the counts)."""
     count = count_window or rate_window
     deployments = f'{POD_DEPLOYMENT_RULE}{{namespace!="",deployment!=""}}'
-    rules = [_rule(deployments, _DEPLOYMENT_RESOURCES, GROWTH_METRIC, _growth(server_queue_query(), window, step)),
-             _rule(deployments, _DEPLOYMENT_RESOURCES, REQUEST_GROWTH_METRIC,
+    rules = [_rule(deployments, DEPLOYMENT_RESOURCES, GROWTH_METRIC, _growth(server_queue_query(), window, step)),
+             _rule(deployments, DEPLOYMENT_RESOURCES, REQUEST_GROWTH_METRIC,
                    _rate_growth(server_arrivals_query(rate_window), window, step, count))]
     external = [_rule(POOL_SERIES, _NAMESPACE_ONLY, GROWTH_METRIC, _growth(gateway_queue_query(), window, step)),
                 _rule(POOL_SERIES, _NAMESPACE_ONLY, REQUEST_GROWTH_METRIC,
@@ -241,12 +238,8 @@ def capacity_yaml(window: str = WINDOW, step: str = STEP, rate_window: str = RAT
             + "externalRules:\n" + "".join(external))
 
 
+@cache
 def capacity_preset(table: ResourceTable = BUILTIN) -> RulesConfig:
     """The preset, parsed with the same loader as a rules file (source name ``capacity-headroom``), once per
     table."""
-    return _parsed(table)
-
-
-@cache
-def _parsed(table: ResourceTable) -> RulesConfig:
     return parse_document(capacity_yaml(), CAPACITY_PRESET, table)

@@ -44,7 +44,8 @@ from functools import cache
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 
-__all__ = ["INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "Gauge", "Preset", "Quantile", "Rate", "inference_preset",
+__all__ = ["DEPLOYMENT_RESOURCES", "INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "POD_MATCHERS", "Gauge", "Preset",
+           "Quantile", "Rate", "inference_preset",
            "preset_rules", "preset_yaml", "recording_rules"]
 
 RATE_WINDOW = "2m"
@@ -58,11 +59,13 @@ _POD_DEPLOYMENT_EXPR = (
     'label_replace(kube_pod_owner{owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)") '
     '* on (namespace, replicaset) group_left (deployment) max by (namespace, replicaset, deployment) ('
     'label_replace(kube_replicaset_owner{owner_kind="Deployment"}, "deployment", "$1", "owner_name", "(.*)")))')
-_POD = 'namespace!="",pod!=""'
+POD_MATCHERS = 'namespace!="",pod!=""'
+"""The matchers of a series that belongs to a pod."""
 _JOIN = f"* on (namespace, pod) group_left (deployment) {POD_DEPLOYMENT_RULE}"
 _POD_RESOURCES = "{overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}"
-_DEPLOYMENT_RESOURCES = ("{overrides: {namespace: {resource: namespace}, "
-                         "deployment: {group: apps, resource: deployment}}}")
+DEPLOYMENT_RESOURCES = ("{overrides: {namespace: {resource: namespace}, "
+                        "deployment: {group: apps, resource: deployment}}}")
+"""A rule's resources for a series per Deployment (the pod -> Deployment join's ``deployment`` label)."""
 
 
 @dataclass(frozen=True)
@@ -83,11 +86,11 @@ class Gauge:
 
     def pod_rules(self) -> list[str]:
         query = f"{self.aggregation} by (<<.GroupBy>>) (<<.Series>>{{<<.LabelMatchers>>}})"
-        return [_rule(series, api, _POD, _POD_RESOURCES, query)
+        return [_rule(series, api, POD_MATCHERS, _POD_RESOURCES, query)
                 for api in self.names for series in (api, *(n for n in self.names if n != api))]
 
     def record_expr(self) -> str:
-        either = " or ".join(f"{name}{{{_POD}}}" for name in self.names)
+        either = " or ".join(f"{name}{{{POD_MATCHERS}}}" for name in self.names)
         either = f"({either})" if len(self.names) > 1 else either
         return f"{self.aggregation} by (namespace, deployment) ({either} {_JOIN})"
 
@@ -115,10 +118,10 @@ class Rate(_Renamed):
 
     def pod_rules(self) -> list[str]:
         query = f"sum by (<<.GroupBy>>) (rate(<<.Series>>{{<<.LabelMatchers>>}}[{RATE_WINDOW}]))"
-        return [_rule(self.counter, self.api_name, _POD, _POD_RESOURCES, query)]
+        return [_rule(self.counter, self.api_name, POD_MATCHERS, _POD_RESOURCES, query)]
 
     def record_expr(self) -> str:
-        return f"sum by (namespace, deployment) (rate({self.counter}{{{_POD}}}[{RATE_WINDOW}]) {_JOIN})"
+        return f"sum by (namespace, deployment) (rate({self.counter}{{{POD_MATCHERS}}}[{RATE_WINDOW}]) {_JOIN})"
 
 
 @dataclass(frozen=True)
@@ -140,13 +143,14 @@ class Quantile(_Renamed):
         inf = '<<.Series>>{<<.LabelMatchers>>,le="+Inf"}'
         query = (f"histogram_quantile({self.quantile:g}, sum by (<<.GroupBy>>, le) (rate({series}[{RATE_WINDOW}]))) "
                  f">= 0 or sum by (<<.GroupBy>>) (rate({inf}[{RATE_WINDOW}]))")
-        return [_rule(f"{self.histogram}_bucket", self.api_name, _POD, _POD_RESOURCES, query)]
+        return [_rule(f"{self.histogram}_bucket", self.api_name, POD_MATCHERS, _POD_RESOURCES, query)]
 
     def record_expr(self) -> str:
         buckets = f"{self.histogram}_bucket"
         return (f"histogram_quantile({self.quantile:g}, sum by (namespace, deployment, le) "
-                f"(rate({buckets}{{{_POD}}}[{RATE_WINDOW}]) {_JOIN})) >= 0 "
-                f'or sum by (namespace, deployment) (rate({buckets}{{{_POD},le="+Inf"}}[{RATE_WINDOW}]) {_JOIN})')
+                f"(rate({buckets}{{{POD_MATCHERS}}}[{RATE_WINDOW}]) {_JOIN})) >= 0 "
+                f"or sum by (namespace, deployment) "
+                f'(rate({buckets}{{{POD_MATCHERS},le="+Inf"}}[{RATE_WINDOW}]) {_JOIN})')
 
 
 Metric = Gauge | Rate | Quantile
@@ -197,7 +201,7 @@ def preset_rules(preset: Preset) -> list[str]:
     deployment = 'namespace!="",deployment!=""'
     for metric in preset.metrics:
         for api in metric.api_names:
-            rules.append(_rule(metric.recorded, api, deployment, _DEPLOYMENT_RESOURCES,
+            rules.append(_rule(metric.recorded, api, deployment, DEPLOYMENT_RESOURCES,
                                "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})"))
     return rules
 

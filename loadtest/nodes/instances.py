@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
+from exporter.yaml_file import load_yaml
 
-__all__ = ["INSTANCE_TYPES_FILE", "InstanceType", "InstanceTypeError", "load_instance_types", "resolve"]
+__all__ = ["INSTANCE_TYPES_FILE", "InstanceType", "InstanceTypeError", "load_instance_types", "relative", "resolve"]
 
 REPO = Path(__file__).resolve().parents[2]
 INSTANCE_TYPES_FILE = REPO / "charts" / "gpu-autoscaler" / "files" / "gpu-instance-types.yaml"
@@ -42,13 +42,8 @@ def load_instance_types(path: Path = INSTANCE_TYPES_FILE) -> Mapping[str, Instan
 
 @cache
 def _load(path: Path) -> Mapping[str, InstanceType]:
-    where = _relative(path)
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InstanceTypeError(f"{where}: cannot read the GPU instance-type table: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InstanceTypeError(f"{where}: not YAML: {exc}") from None
+    where = relative(path)
+    document = load_yaml(str(path), "the GPU instance-type table", InstanceTypeError)
     if not isinstance(document, dict) or not document:
         raise InstanceTypeError(f"{where}: expected a mapping of instance type -> {{gpus, gpu}}")
     table = {}
@@ -70,12 +65,13 @@ def resolve(names: Iterable[str], table: Mapping[str, InstanceType], *, families
         if not found:
             what = "instance family" if families else "instance type"
             raise InstanceTypeError(f"{where}: {what} {name!r} has no known GPU count (not in "
-                                    f"{_relative(INSTANCE_TYPES_FILE)})")
+                                    f"{relative(INSTANCE_TYPES_FILE)})")
         chosen += [t for t in found if t not in chosen]
     return tuple(chosen)
 
 
-def _relative(path: Path) -> str:
+def relative(path: Path) -> str:
+    """``path`` as the repository names it (as given when outside it), for messages."""
     try:
         return str(path.resolve().relative_to(REPO))
     except ValueError:

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from clikit.durations import DurationError, parse_go_duration
-from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, resolve
+from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, relative, resolve
 
 __all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL", "NodeGroup", "NodePool",
            "ShapeError", "load_node_groups", "load_nodepool", "nodepool_from_values"]
@@ -78,7 +78,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceType] | None = None) -> NodePool:
     """The first ``karpenter.sh/v1`` NodePool of a manifest file."""
-    where = _name(path)
+    where = relative(path)
     pool = next((d for d in _read(path) if d.get("kind") == "NodePool"), None)
     if pool is None:
         raise ShapeError(f"{where}: no NodePool in it")
@@ -101,7 +101,7 @@ def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceT
 
 def nodepool_from_values(path: Path = CHART_VALUES, table: Mapping[str, InstanceType] | None = None) -> NodePool:
     """The NodePool the chart renders from its values (``karpenter.nodePool``)."""
-    where = _name(path)
+    where = relative(path)
     [values] = _read(path) or [{}]
     pool = (values.get("karpenter") or {}).get("nodePool") or {}
     return _pool(where, pool.get("name", "gpu"), [str(f) for f in pool.get("instanceFamilies") or ()], [], 1,
@@ -144,7 +144,7 @@ def _pool(where: str, name: str, families: list[str], types: list[str], min_gpus
 def load_node_groups(path: Path = EKSCTL_NODE_GROUPS, table: Mapping[str, InstanceType] | None = None,
                      ) -> tuple[NodeGroup, ...]:
     """The managed node groups of an eksctl ClusterConfig."""
-    where = _name(path)
+    where = relative(path)
     table = load_instance_types() if table is None else table
     groups = []
     for doc in _read(path):
@@ -161,8 +161,3 @@ def load_node_groups(path: Path = EKSCTL_NODE_GROUPS, table: Mapping[str, Instan
     return tuple(groups)
 
 
-def _name(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(REPO))
-    except ValueError:
-        return str(path)
