@@ -27,7 +27,8 @@ _MAX_CONNECTIONS = 16  # reviews are small and quick; the Go library's webhook c
 
 
 def tls_context(configuration: Configuration) -> ssl.SSLContext:
-    """The TLS the official client's REST layer sets up from the same ``Configuration``."""
+    """TLS from the official client's ``Configuration``: its CA (file or PEM data), client certificate and key, and
+    ``verify_ssl``; not its ``assert_hostname`` (``tls_server_name`` is passed per request instead)."""
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
     if configuration.cert_file:
         context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)

@@ -286,8 +286,9 @@ class PrometheusClient:
 
 
 async def _read_capped(response: aiohttp.ClientResponse) -> bytes | bytearray:
-    """The answer's body. Grown in place, never held twice: a relist's series list is tens of megabytes, and a list
-    of chunks joined at the end held it twice at its peak (bench/discovery.py, bench/fleet.py's start-up RSS)."""
+    """The answer's body, grown in place: a relist's series list is tens of megabytes, and a list of chunks joined
+    at the end held it twice at its peak (bench/discovery.py, bench/fleet.py's start-up RSS); growing may still copy
+    it once while the buffer moves."""
     body: bytes | bytearray = b""
     async for chunk in response.content.iter_chunked(1 << 16):
         if len(body) + len(chunk) > MAX_ANSWER_BYTES:

@@ -40,8 +40,10 @@ class QueryArgs:
 
 def render_query(template: Template, args: QueryArgs) -> str:
     """A request's query. It is not parsed again here: the template language has no conditionals, a request's
-    values enter it only escaped (quoted matchers, regex alternations inside quotes, label names from the rules),
-    and ``render_checked`` parsed the rendering of every shape a request can take when the rules were loaded."""
+    values enter it only escaped (quoted matchers, regex alternations inside quotes; label names from the rules, or
+    from a ``metricLabelSelector``, whose keys ``rules.selectors.to_promql_matchers`` refuses unless they are valid
+    label names), and ``render_checked`` parsed the rendering of every shape a request can take when the rules
+    were loaded."""
     return template.render(args.template_data())
 
 
