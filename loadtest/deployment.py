@@ -222,13 +222,16 @@ class LocalDeployment:
         assert stdout is not None
         try:
             line = await asyncio.wait_for(asyncio.to_thread(stdout.readline), self.config.start_timeout_s)
-        except TimeoutError:
+        except (TimeoutError, ValueError):  # ValueError: its pipe closed by a stop that came first
             line = b""
         text = line.decode(errors="replace").strip()
+        wanted = self.replicas.get(replica.index) is replica
         if not text.startswith(READY_PREFIX):
+            if not wanted:  # scaled away and stopped before it said where it listens: nothing failed
+                return
             raise DeploymentError(f"replica {replica.name} did not start", replica.child.log_tail())
         replica.url = f"http://{text.removeprefix(READY_PREFIX)}"
-        if self.replicas.get(replica.index) is replica:  # still wanted: scrape it
+        if wanted:  # scrape it
             self.publish()
 
     async def _stop(self, leaving: list[Replica]) -> None:

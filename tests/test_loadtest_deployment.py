@@ -93,3 +93,37 @@ def test_replicas_are_published_measured_and_stopped() -> None:
         processes.stop_all()
         kubelet.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_replica_scaled_away_before_it_listens_is_stopped_and_fails_nothing() -> None:
+    """The HPA may take back a replica whose process has not yet said where it listens (a busy machine); its
+    stop closes its output, which is the scale-down working, not a replica that failed to start."""
+    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))
+    processes = ChildProcesses(workdir / "logs", "test-run")
+    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
+    kubelet.start()
+
+    async def scenario() -> None:
+        deployment = LocalDeployment(DeploymentConfig(max_replicas=2), processes, kubelet,
+                                     workdir / "gpu.json", workdir / "objects.json")
+        try:
+            await deployment.scale(2)
+            leaving = deployment.replicas[1]
+            await deployment.scale(1)  # at once: its process is still importing, nothing printed yet
+            assert leaving.child is not None and leaving.url is None
+            await asyncio.to_thread(leaving.child.process.wait, 30)
+            await deployment.wait_ready(30)
+            for _ in range(5):
+                await deployment.refresh()
+                await asyncio.sleep(0.05)
+            assert deployment.failure is None
+            assert [p.name for p in deployment.pods()] == ["infer-0"]
+        finally:
+            await deployment.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        processes.stop_all()
+        kubelet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
