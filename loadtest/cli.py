@@ -434,7 +434,7 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
 
 def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summary: Path | None,
                       csv_path: Path | None) -> None:
-    from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
+    from loadtest.compare import format_capacity_table, run_capacity_comparison
     from loadtest.demo import describe_hpa, describe_placeholders
     from loadtest.live import Progress
 
@@ -445,24 +445,22 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
     def progress(name: str) -> Progress:
         return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --headroom {name}")
 
-    results = _cancellable(lambda: run_capacity_comparison(settings, static, plot=plot, summary=summary,
-                                                           csv=csv_path, progress=progress))
-    labels = {"none": "none", "static": f"static {static}", "auto": "auto"}
-    for name, result in results:
+    comparison = _cancellable(lambda: run_capacity_comparison(settings, static, plot=plot, summary=summary,
+                                                              csv=csv_path, progress=progress))
+    for name, result in comparison.runs:
         print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}"
                       + (": interrupted, partial summary" if result.interrupted else ""))
-    rows = [capacity_row(labels[n], r.summary) for n, r in results]
     real = settings.profile.scaled(time_factor=settings.time_scale).text()
     console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {real} in real time, run "
                   f"{settings.time_scale:g}x faster; {describe_hpa(settings)}; {describe_placeholders(capacity)}; "
                   f"auto headroom {capacity.headroom_signal}, figures in real-time seconds)",
                   markup=False, soft_wrap=True)
-    console.print(format_capacity_table(rows), markup=False, soft_wrap=True)
-    for line in capacity_figures(rows):
+    console.print(format_capacity_table(comparison.rows), markup=False, soft_wrap=True)
+    for line in comparison.figures:
         console.print(line, markup=False, soft_wrap=True)
     if plot.exists():
         console.print(f"plot: {plot}", markup=False, soft_wrap=True)
-    _end(results[-1][1])
+    _end(comparison.runs[-1][1])
 
 
 def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,

@@ -33,9 +33,10 @@ from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary
 from loadtest.time_to_capacity import PHASES
 
-__all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityRow", "ComparisonRow", "ZeroRow", "capacity_figures",
-           "capacity_row", "comparison_row", "format_capacity_table", "format_table", "format_zero_table",
-           "run_capacity_comparison", "run_comparison", "run_zero_comparison", "saving", "zero_row"]
+__all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityComparison", "CapacityRow", "ComparisonRow",
+           "ZeroRow", "capacity_figures", "capacity_row", "comparison_row", "format_capacity_table", "format_table",
+           "format_zero_table", "run_capacity_comparison", "run_comparison", "run_zero_comparison", "saving",
+           "zero_row"]
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,16 @@ def format_capacity_table(rows: Sequence[CapacityRow]) -> str:
     return _markdown(CAPACITY_COLUMNS, cells)
 
 
+@dataclass(frozen=True)
+class CapacityComparison:
+    """What ``--compare-capacity`` ran (``none``, ``static``, ``auto``, fewer after a run that failed or was
+    interrupted), each run's table row and the figures the headroom is judged by."""
+
+    runs: list[tuple[str, DemoResult]]
+    rows: list[CapacityRow]
+    figures: list[str]
+
+
 def capacity_figures(rows: Sequence[CapacityRow]) -> list[str]:
     """The issue's figures, printed (never asserted): how much static headroom cuts the first surge's time to
     capacity, and how much of that gain the auto headroom keeps for what share of static headroom's extra
@@ -284,7 +295,7 @@ def _gain_lines(none: CapacityRow | None, static: CapacityRow | None, auto: Capa
 
 async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: Path | None, summary: Path | None,
                                   csv: Path | None, progress: Callable[[str], Progress], runner: Runner = run_demo,
-                                  ) -> list[tuple[str, DemoResult]]:
+                                  ) -> CapacityComparison:
     """The same load with no headroom, ``static`` placeholder replicas and auto headroom (at most as many; at least
     what ``--headroom auto:M..N`` said, else the chart's default), in that order; stops after
     a run that failed or was interrupted. The plot and the summary (``{"table": [...], "figures": [...], "runs":
@@ -301,6 +312,7 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
     labels = {"none": "none", "static": f"static {static}", "auto": "auto"}
     done = [(n, r) for n, r in results if not (r.interrupted or r.error)]
     rows = [capacity_row(labels[n], r.summary) for n, r in results]
+    figures = capacity_figures(rows)
     if plot is not None and done:
         from loadtest.plot import plot_capacity_comparison
 
@@ -308,10 +320,9 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
                                  time_scale=settings.time_scale,
                                  title=f"gpu-loadtest demo --compare-capacity --nodes {capacity.kind.value}: "
                                        f"{describe_metrics(settings)}; {describe_placeholders(capacity)}\n"
-                                       + "\n".join(line for line in capacity_figures(rows)
-                                                   if line.startswith("static headroom cut")))
+                                       + "\n".join(line for line in figures if line.startswith("static headroom cut")))
     if summary is not None:
-        atomic_write_json(summary, {"table": [vars(r) for r in rows], "figures": capacity_figures(rows),
+        atomic_write_json(summary, {"table": [vars(r) for r in rows], "figures": figures,
                                     "runs": {n: r.summary.to_json() for n, r in results},
                                     "plot": str(plot) if plot is not None and done else None})
-    return results
+    return CapacityComparison(results, rows, figures)

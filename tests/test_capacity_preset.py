@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -350,24 +351,23 @@ def test_kubectl_get_raw_reads_both_through_the_aggregation(stack: Stack) -> Non
         assert milli(item["value"]) / 1000 == pytest.approx(expected, rel=0.15)
 
 
-def test_explain_shows_the_slope_query(stack: Stack) -> None:
+def explain(stack: Stack, path: str) -> dict[str, Any]:
+    """``adapter explain --output json`` of one request path against the stack's Prometheus and rules."""
     done = subprocess.run([sys.executable, "-m", "adapter", "explain", "--prometheus-url", stack.prom.url,
-                           "--config", str(stack.rules), "--output", "json",
-                           f"{CUSTOM}/namespaces/llm/deployments.apps/grow/{GROWTH_METRIC}"],
+                           "--config", str(stack.rules), "--output", "json", path],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_explain_shows_the_slope_query(stack: Stack) -> None:
+    report = explain(stack, f"{CUSTOM}/namespaces/llm/deployments.apps/grow/{GROWTH_METRIC}")
     [rule] = report["rules"]
     assert rule["promql"].startswith("clamp_min(deriv((sum by (deployment) (")
     assert 'namespace_deployment_pod:kube_pod_owner:relabel{namespace="llm",deployment="grow"}' in rule["promql"]
     [item] = report["items"]
     assert milli(item["value"]) / 1000 == pytest.approx(2.0, abs=0.2)
-    done = subprocess.run([sys.executable, "-m", "adapter", "explain", "--prometheus-url", stack.prom.url,
-                           "--config", str(stack.rules), "--output", "json",
-                           f"{EXTERNAL}/namespaces/llm/{REQUEST_GROWTH_METRIC}?labelSelector=inference_pool%3Dgrow"],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = explain(stack, f"{EXTERNAL}/namespaces/llm/{REQUEST_GROWTH_METRIC}?labelSelector=inference_pool%3Dgrow")
     # One binding per name the pool's saturation gauge is discovered under (llm-d-router exports both); the first
     # answers.
     assert {r["series"] for r in report["rules"]} == {"llm_d_epp_flow_control_pool_saturation",

@@ -131,14 +131,43 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
         cost = {0: 10_000.0}.get(s.capacity.headroom, 30_000.0 if not s.capacity.headroom_auto else 15_000.0)
         return DemoResult(summary_with([600.0], cost), [], [])
 
-    results = asyncio.run(run_capacity_comparison(settings, 4, plot=None, summary=tmp_path / "s.json", csv=None,
-                                                  progress=lambda name: Progress(Console(file=io.StringIO())),
-                                                  runner=runner))
-    assert [n for n, _ in results] == ["none", "static", "auto"]
+    comparison = asyncio.run(run_capacity_comparison(
+        settings, 4, plot=None, summary=tmp_path / "s.json", csv=None,
+        progress=lambda name: Progress(Console(file=io.StringIO())), runner=runner))
+    assert [n for n, _ in comparison.runs] == ["none", "static", "auto"]
+    assert [r.headroom for r in comparison.rows] == ["none", "static 4", "auto"]
+    assert comparison.figures == capacity_figures(comparison.rows) and comparison.figures
     assert [(c.headroom, c.headroom_auto) for c in seen] == [(0, False), (4, False), (4, True)]
     assert seen[2].headroom_min == 0  # the chart's headroom.auto.minReplicas on Kubernetes 1.37+
     assert '"figures"' in (tmp_path / "s.json").read_text()
 
+
+
+def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compare-capacity``'s console output comes from the comparison's own rows and figures."""
+    import loadtest.compare
+    from loadtest.cli import _compare_capacity
+
+    costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
+    times = {"none": 1200.0, "static": 150.0, "auto": 400.0}
+
+    async def runner(s: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+        assert s.capacity is not None
+        name = "none" if not s.capacity.headroom else "auto" if s.capacity.headroom_auto else "static"
+        return DemoResult(summary_with([times[name]], costs[name]), [], [])
+
+    real = loadtest.compare.run_capacity_comparison
+    monkeypatch.setattr(loadtest.compare, "run_capacity_comparison",
+                        lambda *args, **kwargs: real(*args, **kwargs, runner=runner))
+    console = Console(record=True, width=200, file=io.StringIO())
+    settings = capacity_settings(NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4),
+                                 quick=True)
+    _compare_capacity(console, settings, tmp_path / "c.png", None, None)
+    text = console.export_text()
+    assert [line.split(" ")[0] for line in text.splitlines() if line.startswith("--headroom")] == ["--headroom"] * 3
+    assert "| static 4 | 150 s" in text
+    assert "static headroom cut the first surge's time to capacity by 88 % (1200 s -> 150 s; goal: >= 80 %)" in text
+    assert "auto headroom's extra GPU-node-seconds were 25 % of static headroom's" in text
 
 def test_the_summary_prints_each_surge_and_the_node_totals() -> None:
     console = Console(record=True, width=200, file=io.StringIO())
