@@ -104,8 +104,8 @@ def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float,
                     headroom_scale_up_window: str | None = None) -> NodeLayerConfig:
     """The node layer the options ask for, checked against the capacity's shape (``replicas``: the workload's
     replicas at the start)."""
-    if time_scale <= 0:
-        raise CapacityOptionError(f"--time-scale {time_scale:g}: expected a number above 0")
+    if time_scale < 1:  # the load generator compresses real time; it cannot stretch it
+        raise CapacityOptionError(f"--time-scale {time_scale:g}: expected 1 or more")
     least, count, auto = parse_headroom(headroom) if headroom is not None else (0, 0, False)
     if headroom_signal not in HEADROOM_SIGNALS:
         raise CapacityOptionError(f"--headroom-signal {headroom_signal!r}: expected {' or '.join(HEADROOM_SIGNALS)}")

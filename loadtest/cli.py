@@ -322,7 +322,7 @@ def demo(
         config = capacity_config(nodes, headroom=headroom, time_scale=time_scale,
                                  timings=node_timing or [], nodepool=nodepool, node_groups=node_groups,
                                  placeholder_image=placeholder_image, provisioning_time=provisioning_time,
-                                 replicas=1, headroom_signal=headroom_signal,
+                                 replicas=max(min_replicas or 1, 1), headroom_signal=headroom_signal,
                                  headroom_scale_up_window=headroom_scale_up_window)
         k = config.time_scale
         window = None if scale_down_window is None else parse_duration(scale_down_window) / k
@@ -343,9 +343,11 @@ def demo(
             return
         _run_one(settings, plot, summary, csv_path)
         return
-    if headroom is not None or compare_capacity or node_timing or nodepool or node_groups or provisioning_time:
-        raise UsageError("--headroom, --compare-capacity, --node-timing, --nodepool, --node-groups and "
-                         "--provisioning-time need GPU nodes: --nodes karpenter or cluster-autoscaler")
+    if (headroom is not None or compare_capacity or node_timing or nodepool or node_groups or provisioning_time
+            or headroom_scale_up_window):
+        raise UsageError("--headroom, --compare-capacity, --node-timing, --nodepool, --node-groups, "
+                         "--provisioning-time and --headroom-scale-up-window need GPU nodes: --nodes karpenter or "
+                         "cluster-autoscaler")
     zero = min_replicas == 0 or metric is ScaleOn.GATEWAY
     if zero:
         base = ZERO_QUICK_SETTINGS if quick else ZERO_SETTINGS

@@ -76,7 +76,7 @@ from loadtest.scale_on import QUEUE_METRIC, ScaleOn
 from loadtest.stack import MetricsStack, StackConfig
 from loadtest.statefiles import atomic_write_json
 from loadtest.summary import Summary, summarize
-from loadtest.time_to_capacity import demand_for, measure, surges
+from loadtest.time_to_capacity import demand_for, measure, replicas_needed, surges
 from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
@@ -673,10 +673,11 @@ def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[S
     assert layer is not None
     end = None if layer.load_started is None else layer.load_started + s.profile.duration
     spans, launches = layer.spans(), layer.launches()
-    figures = [measure(i + 1, surge, syncs, spans, rows, launches, needed=s.needed_replicas,
-                       service_s=s.service_ms / 1000,
-                       demand_at=demand_for(s.profile, surge, s.needed_replicas, s.requests_per_replica))
-               for i, surge in enumerate(surges(s.profile))]
+    figures = []
+    for i, surge in enumerate(surges(s.profile)):
+        needed = replicas_needed(s.profile, surge, s.requests_per_replica)
+        figures.append(measure(i + 1, surge, syncs, spans, rows, launches, needed=needed, service_s=s.service_ms / 1000,
+                               demand_at=demand_for(s.profile, surge, needed, s.requests_per_replica)))
     headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
     return {"time_scale": s.time_scale, "surges": [f.to_json(s.time_scale) for f in figures],
             **layer.totals(end if end is not None and end < layer.now() else None),

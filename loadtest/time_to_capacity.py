@@ -24,6 +24,7 @@ the service time) from its start to capacity, and the **nodes launched** in it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from typing import Any
 from loadtest.profile import Profile
 from loadtest.timeline import SyncRecord, TimelineRow
 
-__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "demand_for", "measure", "surges"]
+__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "demand_for", "measure", "replicas_needed", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -109,6 +110,14 @@ def surges(profile: Profile) -> list[Surge]:
     if start is not None:
         found.append(Surge(start, profile.duration))
     return found
+
+
+def replicas_needed(profile: Profile, surge: Surge, per_replica: float) -> int:
+    """Replicas the surge's own peak rate needs at ``per_replica`` requests/s each (a surge lower than the
+    profile's peak needs fewer)."""
+    peak = max(segment.peak for at, segment in zip(profile.starts(), profile.segments, strict=True)
+               if surge.start <= at < surge.end)
+    return math.ceil(round(peak / per_replica, 9))
 
 
 def demand_for(profile: Profile, surge: Surge, replicas: int, per_replica: float, step_s: float = 0.05) -> float:

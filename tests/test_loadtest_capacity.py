@@ -25,7 +25,7 @@ from loadtest.node_layer import NodeLayerConfig, NodesKind
 from loadtest.nodes import NodeTimings, load_nodepool
 from loadtest.profile import parse_profile
 from loadtest.summary import summarize
-from loadtest.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, surges
+from loadtest.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, replicas_needed, surges
 from loadtest.timeline import SyncRecord, TimelineRow
 
 pytestmark = pytest.mark.unit
@@ -47,6 +47,14 @@ def test_the_demand_for_a_surges_capacity_comes_at_the_step_or_where_a_ramp_cros
     assert demand_for(capacity_profile("ramp"), ramp, 4, 15.0) == pytest.approx(300.0 + 37 / 47 * 600, abs=0.1)
     assert demand_for(capacity_profile("ramp"), ramp, 1, 15.0) == 300.0
 
+
+
+def test_each_surge_needs_the_replicas_of_its_own_peak() -> None:
+    profile = parse_profile("300s:8,600s:30,300s:8,600s:55,300s:8")
+    low, high = surges(profile)
+    assert [replicas_needed(profile, s, 15.0) for s in (low, high)] == [2, 4]  # 30 and 55 requests/s at 15 each
+    # The low surge's capacity is its two replicas, not the profile's peak four: with four it is never reached.
+    assert demand_for(profile, low, 2, 15.0) == pytest.approx(300.0, abs=0.1)
 
 SURGE = surges(parse_profile("10s:5,5s:5..50,100s:50,5s:50..5"))[0]  # from 10 s to 115 s
 SYNCS = [SyncRecord(12.0, 1, 2), SyncRecord(50.0, 2, 4)]

@@ -417,6 +417,12 @@ def test_a_nodepool_naming_an_unknown_instance_type_is_refused_naming_it(tmp_pat
     (["--compare", "--node-timing", "image_pull=1s"], "need GPU nodes"),  # --compare runs the pod-only loop
     (["--nodes", "karpenter", "--min-replicas", "0"], "--nodes does not combine with --min-replicas 0"),
     (["--headroom", "2", "--nodes", "none"], "need GPU nodes: --nodes karpenter or cluster-autoscaler"),
+    (["--nodes", "none", "--headroom-scale-up-window", "1m"], "need GPU nodes: --nodes karpenter or "
+                                                             "cluster-autoscaler"),
+    (["--time-scale", "0.5"], "--time-scale 0.5: expected 1 or more"),
+    # The workload starts at its minReplicas: 2 of them and 15 placeholders need 17 of the NodePool's 16 GPUs.
+    (["--min-replicas", "2", "--headroom", "15"], "--headroom 15: 15 GPUs of headroom and 2 of replicas are more "
+                                                  "than NodePool gpu's limits.nvidia.com/gpu (16)"),
 ])
 def test_bad_node_options_are_one_line_errors_before_anything_starts(args: list[str], error: str,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
