@@ -121,6 +121,9 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
                                   f"{cold['upstream_errors']}"))
     capacity = s.extra.get("capacity")
     if capacity:
+        if capacity["time_scale"] != 1:
+            lines.insert(0, ("clock", f"the lines up to GPU-seconds in the demo's seconds; surges and GPU nodes in "
+                                      f"real-time seconds (the run went {capacity['time_scale']:g}x faster)"))
         lines += _capacity_lines(capacity)
     for key in ("plot", "csv"):
         if s.extra.get(key):
@@ -324,15 +327,14 @@ def demo(
                                  placeholder_image=placeholder_image, provisioning_time=provisioning_time,
                                  replicas=max(min_replicas or 1, 1), headroom_signal=headroom_signal,
                                  headroom_scale_up_window=headroom_scale_up_window)
-        k = config.time_scale
-        window = None if scale_down_window is None else parse_duration(scale_down_window) / k
         real = parse_profile(profile) if profile else None
         if real is None and not quick:
             real = capacity_profile(surge, 2 if compare_capacity else 1)
+        clock = {"sync_period_s": parse_duration(sync_period)} if sync_period is not None else {}
+        if scale_down_window is not None:
+            clock["scale_down_window_s"] = parse_duration(scale_down_window)
         settings = with_overrides(
-            capacity_settings(config, quick=quick, profile=real),
-            sync_period_s=None if sync_period is None else parse_duration(sync_period) / k,
-            scale_down_window_s=None if window is None else round(window), target=target,
+            capacity_settings(config, quick=quick, profile=real, **clock), target=target,
             max_replicas=max_replicas, arrivals=arrivals, scale_on=metric, queue_target=queue_target,
             min_replicas=min_replicas)
         _check(settings)
@@ -452,11 +454,10 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
     for name, result in comparison.runs:
         print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}"
                       + (": interrupted, partial summary" if result.interrupted else ""))
-    real = settings.profile.scaled(time_factor=settings.time_scale).text()
-    console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {real} in real time, run "
-                  f"{settings.time_scale:g}x faster; {describe_hpa(settings)}; {describe_placeholders(capacity)}; "
-                  f"auto headroom {capacity.headroom_signal}, figures in real-time seconds)",
-                  markup=False, soft_wrap=True)
+    console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {settings.real_profile.text()} in real "
+                  f"time, run {settings.time_scale:g}x faster; {describe_hpa(settings)}; "
+                  f"{describe_placeholders(capacity)}; auto headroom {capacity.headroom_signal}, figures in "
+                  "real-time seconds)", markup=False, soft_wrap=True)
     console.print(format_capacity_table(comparison.rows), markup=False, soft_wrap=True)
     for line in comparison.figures:
         console.print(line, markup=False, soft_wrap=True)

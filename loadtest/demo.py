@@ -48,8 +48,10 @@ from loadtest.gateway import QUEUE_METRIC as GATEWAY_QUEUE
 from loadtest.gateway import RUNNING_METRIC as GATEWAY_RUNNING
 from loadtest.gateway import Endpoint, Gateway, GatewayConfig
 from loadtest.hpa import (
+    DEFAULT_DOWNSCALE_STABILIZATION_SECONDS,
     DEFAULT_SCALE_DOWN_POLICIES,
     DEFAULT_SCALE_UP_POLICIES,
+    DEFAULT_SYNC_PERIOD_SECONDS,
     Autoscaler,
     Behavior,
     ControllerConfig,
@@ -133,6 +135,11 @@ class DemoSettings:
     def time_scale(self) -> float:
         """Real seconds per demo second of the Kubernetes and cloud delays (1 without nodes)."""
         return 1.0 if self.capacity is None else self.capacity.time_scale
+
+    @property
+    def real_profile(self) -> Profile:
+        """The load profile in real time (the demo runs it ``time_scale`` times faster)."""
+        return self.profile.scaled(time_factor=self.time_scale)
 
     def _policies(self, policies: tuple[ScalingPolicy, ...]) -> tuple[ScalingPolicy, ...]:
         """The HPA's default rate-limit policies with their periods on the compressed clock."""
@@ -271,7 +278,7 @@ class DemoSettings:
                     "placeholder_image": next(name for name, image in PLACEHOLDER_IMAGES.items()
                                               if image == self.capacity.placeholder_image),
                     "node_timings_seconds": vars(self.capacity.timings),
-                    "profile_real_time": self.profile.scaled(time_factor=self.time_scale).text(),
+                    "profile_real_time": self.real_profile.text(),
                     **({"headroom_hpa": {"metric": self.headroom_metric[0], "averageValue": str(
                         self.placeholder_hpa_spec().metrics[0].target_milli / 1000), "provisioning_seconds":
                         self.provisioning_s, "per_replica": self.headroom_metric[1],
@@ -296,16 +303,17 @@ ZERO_QUICK_SETTINGS = DemoSettings(profile=parse_profile("3s:8,14s:0,6s:10,5s:0"
                                    scale_down_window_s=4, min_replicas=0, max_replicas=4, scale_on=ScaleOn.GATEWAY,
                                    cold_start_s=2.0, gateway_timeout_s=15.0)
 
-def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile: Profile | None = None
-                      ) -> DemoSettings:
-    """The demo with GPU nodes: ``profile`` (real seconds; default one step surge, or the quick one) and the HPA's
-    sync period (15 s) and scale-down window (300 s, the controller's default) on the compressed clock; each
-    replica's cold start is the model load; Poisson arrivals."""
+def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile: Profile | None = None,
+                      sync_period_s: float = DEFAULT_SYNC_PERIOD_SECONDS,
+                      scale_down_window_s: float = DEFAULT_DOWNSCALE_STABILIZATION_SECONDS) -> DemoSettings:
+    """The demo with GPU nodes: ``profile`` (default one step surge, or the quick one), the HPA's sync period and
+    scale-down window (the controller's defaults), all in real seconds, put on the compressed clock; each replica's
+    cold start is the model load; Poisson arrivals."""
     k = capacity.time_scale
     real = profile or (parse_profile(CAPACITY_QUICK_PROFILE) if quick else capacity_profile())
-    return DemoSettings(profile=real.scaled(time_factor=1 / k), sync_period_s=15 / k,
-                        scale_down_window_s=round(300 / k), cold_start_s=capacity.timings.model_load_s / k,
-                        arrivals=Arrivals.POISSON, capacity=capacity)
+    return DemoSettings(profile=real.scaled(time_factor=1 / k), sync_period_s=sync_period_s / k,
+                        scale_down_window_s=round(scale_down_window_s / k),
+                        cold_start_s=capacity.timings.model_load_s / k, arrivals=Arrivals.POISSON, capacity=capacity)
 
 
 @dataclass(frozen=True)
@@ -740,6 +748,8 @@ def describe_hpa(settings: DemoSettings, *, min_replicas: bool = True) -> str:
     """``HPA on ..., sync every Ns`` for titles (with the gateway: minReplicas, unless told not to, and the cold
     start too)."""
     text = f"HPA on {describe_metrics(settings)}, sync every {settings.sync_period_s:g}s"
+    if settings.time_scale != 1.0:  # the titles around it speak in real time
+        text += f" ({settings.sync_period_s * settings.time_scale:g}s in real time)"
     if settings.gateway:
         text += (f", minReplicas {settings.min_replicas}" if min_replicas else "") + \
             f", cold start {settings.cold_start_s:g}s"

@@ -107,13 +107,13 @@ def plot_timeline(
     _finish(fig, tuple(panels), path, load_step_at, load_drop_at)
 
 
-def _time_axis(axis: Axes, time_scale: float, note: str = "") -> None:
+def _time_axis(axis: Axes, time_scale: float) -> None:
     """Seconds since the load started; a compressed run's in real time."""
     if time_scale == 1.0:
-        axis.set_xlabel(f"seconds since the load started{note}")
+        axis.set_xlabel("seconds since the load started")
         return
     axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x * time_scale:g}"))
-    axis.set_xlabel(f"real-time seconds since the load started (the demo ran {time_scale:g}x faster){note}")
+    axis.set_xlabel(f"real-time seconds since the load started (the demo ran {time_scale:g}x faster)")
 
 
 def _nodes_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:

@@ -44,8 +44,9 @@ class TimelineRow:
     loop: ``nodes`` and ``node_gpus`` (nodes that exist, launching ones included, and their GPUs),
     ``gpus_allocatable`` (GPUs the device plugins report), ``pending_pods`` (the workload's pods waiting for a GPU),
     ``placeholders`` (headroom pods holding a GPU) and ``gpu_node_seconds`` (the nodes' GPU-seconds since the load
-    started, in real-time equivalents). A closed loop (``run --taurus``): ``users`` the virtual users running at
-    the end of the second; ``target_rps`` its throughput cap, empty without one.
+    started, in real-time equivalents, while ``t`` and ``gpu_seconds`` stay on the demo's clock). A closed loop
+    (``run --taurus``): ``users`` the virtual users running at the end of the second; ``target_rps`` its throughput
+    cap, empty without one.
     """
 
     t: float

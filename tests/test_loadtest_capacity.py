@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import struct
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from rich.console import Console
 from loadtest.capacity_options import capacity_profile
 from loadtest.cli import print_summary
 from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-from loadtest.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings
+from loadtest.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings, describe_hpa
 from loadtest.kube_state import OwnerSeries, replicaset_name
 from loadtest.live import Progress
 from loadtest.node_layer import NodeLayerConfig, NodesKind
@@ -187,6 +188,12 @@ def test_the_summary_prints_each_surge_and_the_node_totals() -> None:
     assert "model 48 s; 700 s after the load needed them)" in console.export_text()
     assert "surge 2: time to capacity" in text and "not reached before the load fell" in text
     assert "GPU nodes" in text and "20000 GPU-node-seconds" in text
+    assert "clock" not in text  # one clock at time scale 1
+    compressed = summary_with([1200.0], 20_000.0)
+    compressed.extra["capacity"]["time_scale"] = 20.0
+    print_summary(console, compressed, "compressed")
+    assert "the lines up to GPU-seconds in the demo's seconds; surges and GPU nodes in real-time seconds (the run " \
+           "went 20x faster)" in console.export_text()
 
 
 def test_the_plot_draws_nodes_and_pending_pods_beside_replicas(tmp_path: Path) -> None:
@@ -199,8 +206,16 @@ def test_the_plot_draws_nodes_and_pending_pods_beside_replicas(tmp_path: Path) -
     plot_timeline(rows, [SyncRecord(2.0, 1, 2)], tmp_path / "one.png", title="t", time_scale=20.0)
     plot_capacity_comparison([("none", rows, []), ("auto", rows, [])], tmp_path / "cmp.png", title="t",
                              time_scale=20.0)
-    for name in ("one.png", "cmp.png"):
+    pods_only = [replace(r, nodes=None, node_gpus=None, gpus_allocatable=None, pending_pods=None, placeholders=None)
+                 for r in rows]
+    plot_timeline(pods_only, [SyncRecord(2.0, 1, 2)], tmp_path / "pods.png", title="t", time_scale=20.0)
+    for name in ("one.png", "cmp.png", "pods.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+
+    def height(name: str) -> int:
+        return struct.unpack(">II", (tmp_path / name).read_bytes()[16:24])[1]  # the PNG header's IHDR
+
+    assert height("one.png") > height("pods.png")  # the GPU nodes panel below the others
 
 
 def test_the_kube_state_stand_in_writes_owner_series() -> None:
@@ -221,6 +236,11 @@ def test_capacity_settings_put_real_time_on_the_compressed_clock() -> None:
     assert settings.sync_period_s == 0.75 and settings.scale_down_window_s == 15
     assert settings.cold_start_s == pytest.approx(NodeTimings().model_load_s / 20)
     assert settings.profile.duration == pytest.approx(capacity_profile().duration / 20)
+    assert settings.real_profile.text() == capacity_profile().text()
+    assert describe_hpa(settings).endswith("sync every 0.75s (15s in real time)")
+    # --sync-period 30s --scale-down-window 10m, given in real time like the profile
+    slower = capacity_settings(config, sync_period_s=30.0, scale_down_window_s=600.0)
+    assert (slower.sync_period_s, slower.scale_down_window_s) == (1.5, 30)
     spec = settings.hpa_spec()
     assert spec.behavior is not None and spec.behavior.scale_up is not None
     assert {p.period_seconds for p in spec.behavior.scale_up.policies or ()} == {1}  # 15 s / 20, at least 1
@@ -236,7 +256,9 @@ def test_capacity_settings_put_real_time_on_the_compressed_clock() -> None:
     spec = queue.placeholder_hpa_spec()
     assert (spec.metrics[0].name, spec.metrics[0].target_milli) == ("inference_queue_growth_rate", 178)  # 5 / 28.1
     assert spec.min_replicas == 1 and spec.behavior.scale_up.stabilization_window_seconds == 3  # 60 s / 20
-    assert replace(config, provisioning_s=180.0).provisioning_s == 180.0
+    # --provisioning-time 3m: the same 15 requests/s per replica over 180 s (9 s on this clock)
+    faster = replace(settings, capacity=replace(config, provisioning_s=180.0)).placeholder_hpa_spec()
+    assert faster.metrics[0].target_milli == 1667
 
 
 def test_capacity_counts_once_the_hpa_asked_for_what_the_load_needs_and_got_it() -> None:

@@ -127,3 +127,99 @@ def test_a_replica_scaled_away_before_it_listens_is_stopped_and_fails_nothing() 
         processes.stop_all()
         kubelet.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class RecordingGate:
+    """A node layer that lets a pod's process start only once the test allows it; records what it was told."""
+
+    def __init__(self) -> None:
+        self.allowed: set[str] = set()
+        self.asked: set[str] = set()
+        self.events: list[tuple[str, str]] = []
+
+    def pod_created(self, name: str) -> None:
+        self.events.append(("pod_created", name))
+
+    def pod_deleted(self, name: str) -> None:
+        self.events.append(("pod_deleted", name))
+
+    def may_start(self, name: str) -> bool:
+        self.asked.add(name)
+        return name in self.allowed
+
+    def mark_ready(self, name: str) -> None:
+        self.events.append(("mark_ready", name))
+
+
+def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts() -> None:
+    """A replica's pod exists (Pending, selected by the adapter) from the scale-up, but its process starts, holds
+    its GPU and is published to the kubelet only once the gate says its pod may start; a pod scaled away while it
+    still waits is deleted from the gate, with nothing to stop."""
+    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))
+    processes = ChildProcesses(workdir / "logs", "test-run")
+    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
+    kubelet.start()
+    objects = workdir / "objects.json"
+    gate = RecordingGate()
+
+    async def scenario() -> None:
+        deployment = LocalDeployment(DeploymentConfig(max_replicas=2), processes, kubelet, workdir / "gpu.json",
+                                     objects, gate=gate)
+        try:
+            await deployment.scale(2)
+            await deployment.refresh()
+            assert [(p.name, p.phase) for p in deployment.pods()] == [
+                ("infer-0", PodPhase.PENDING), ("infer-1", PodPhase.PENDING)]
+            assert await asyncio.to_thread(selected, objects) == ["infer-0", "infer-1"]
+            assert processes.children == []
+            assert deployment.gpu_seconds() == 0
+            assert list_allocations(kubelet.socket_path) == []
+            assert gate.events == [("pod_created", "infer-0"), ("pod_created", "infer-1")]
+            assert gate.asked == {"infer-0", "infer-1"}
+
+            # infer-0's node is up: its process starts (scale-down takes the highest index, so infer-1 is the one
+            # left waiting, to be scaled away below)
+            gate.allowed.add("infer-0")
+            await deployment.refresh()
+            first = deployment.replicas[0].child
+            assert first is not None and deployment.replicas[0].url is None  # started, still importing
+            assert [c.name for c in processes.children] == ["infer-0"]
+            # its GPU is the pod's from its start, before it listens
+            assert list_allocations(kubelet.socket_path) == [
+                DeviceAllocation("nvidia.com/gpu", fake_gpu_uuid("", 0), PodRef("infer-0", "demo", "main"))]
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            while not deployment.replicas[0].ready:
+                assert loop.time() < deadline, "infer-0 not ready after 30s"
+                await deployment.refresh()
+                await asyncio.sleep(0.1)
+            assert first.alive and [c.name for c in processes.children] == ["infer-0"]
+            assert deployment.replicas[1].child is None
+            assert [(p.name, p.phase) for p in deployment.pods()] == [
+                ("infer-0", PodPhase.RUNNING), ("infer-1", PodPhase.PENDING)]
+            assert list_allocations(kubelet.socket_path) == [
+                DeviceAllocation("nvidia.com/gpu", fake_gpu_uuid("", 0), PodRef("infer-0", "demo", "main"))]
+            assert gate.events == [("pod_created", "infer-0"), ("pod_created", "infer-1"), ("mark_ready", "infer-0")]
+            assert deployment.gpu_seconds() > 0
+
+            await deployment.scale(1)  # infer-1 still waits for its node
+            assert gate.events[3:] == [("pod_deleted", "infer-1")]
+            assert [(p.name, p.phase) for p in deployment.pods()] == [("infer-0", PodPhase.RUNNING)]
+            assert await asyncio.to_thread(selected, objects) == ["infer-0"]
+            await deployment.wait_ready(30)
+            for _ in range(3):
+                await deployment.refresh()
+                await asyncio.sleep(0.05)
+            assert deployment.failure is None
+            assert processes.children == [first] and first.alive
+            assert [a.pod.name for a in list_allocations(kubelet.socket_path)] == ["infer-0"]
+            assert len(gate.events) == 4
+        finally:
+            await deployment.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        processes.stop_all()
+        kubelet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
