@@ -156,11 +156,20 @@ def test_capacity_buffer_follows_what_the_cluster_serves(served, expected):
     assert not find(rendered("headroom.capacityBuffer.enabled=false", api_versions=served), "CapacityBuffer")
 
 
-def test_capacity_buffer_true_where_the_api_is_absent_fails_naming_the_value():
-    line = error_of(*VLLM, "headroom.capacityBuffer.enabled=true", api_versions=())
-    assert "headroom.capacityBuffer.enabled: true, but the cluster serves no autoscaling.x-k8s.io CapacityBuffer" \
-        in line and "auto leaves it out instead" in line
-    assert find(rendered("headroom.capacityBuffer.enabled=true", api_versions=V1ALPHA1), "CapacityBuffer")
+@pytest.mark.parametrize(("served", "expected"), [
+    ((), "autoscaling.x-k8s.io/v1beta1"),  # nothing served: the helper's fallback
+    (V1ALPHA1, "autoscaling.x-k8s.io/v1alpha1"),
+    (V1BETA1, "autoscaling.x-k8s.io/v1beta1"),
+    (V1ALPHA1 + V1BETA1, "autoscaling.x-k8s.io/v1beta1"),
+])
+def test_capacity_buffer_true_renders_it_wherever_as_every_true_switch(served, expected):
+    """true means "always render", as for every optional object (_capabilities.tpl): where the cluster serves no
+    CapacityBuffer it is written as v1beta1, and creating it is what fails, as forcing any absent kind does."""
+    docs = rendered("headroom.capacityBuffer.enabled=true", api_versions=served)
+    [buffer] = find(docs, "CapacityBuffer")
+    assert buffer["apiVersion"] == expected
+    assert buffer["spec"]["scalableRef"] == {"apiGroup": "apps", "kind": "Deployment", "name": "vllm"}
+    assert validate_all([buffer]) == []
 
 
 # ------------------------------------------------------------------------------------- placeholder pods
@@ -367,6 +376,16 @@ def test_bad_values_fail_the_render_with_one_line_naming_them(sets, message):
     assert message in error_of(*sets)
 
 
+def test_the_nodepool_gpu_limit_error_says_a_percentage_is_not_counted():
+    common = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.workload.gpusPerReplica=4",
+              "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.replicas=5")
+    uncounted = "(a CapacityBuffer's percentage is not counted: it depends on the workload's replicas at run time)"
+    line = error_of(*common, "headroom.capacityBuffer.percentage=50")
+    assert "headroom: 20 GPUs of headroom (capacityBuffer 20) is more than karpenter.nodePool.limits" in line
+    assert line.endswith(uncounted)
+    assert uncounted not in error_of(*common)  # said only where a percentage is set
+
+
 def test_a_capacity_buffer_counts_against_the_nodepool_gpu_limit_beside_placeholders():
     # The buffer's replicas x gpusPerReplica, capped by its gpus (5 x 4 = 20, capped at 12), plus the placeholders'.
     common = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.workload.gpusPerReplica=4",
@@ -455,6 +474,31 @@ def test_notes_name_the_capacity_buffer_where_the_cluster_serves_it(cluster):
     assert "CapacityBuffer (GPU headroom): no" not in notes and "CapacityBuffer: left out" not in notes
     assert "CapacityBuffer vllm-headroom (autoscaling.x-k8s.io/v1beta1): 1 replica(s)" in notes
     assert "2 placeholder pod(s) holding 2 GPU(s)" in notes
+
+
+def test_notes_for_the_gateway_source_and_an_existing_rules_configmap(cluster):
+    fake, kubeconfig = cluster
+    docs, notes = _install(fake, kubeconfig, *VLLM, *AUTO, "headroom.auto.source=gateway",
+                           "headroom.auto.inferencePool=vllm-pool", "adapter.apiService.externalMetrics.enabled=true",
+                           "adapter.rules.existingConfigMap=my-rules")
+    assert one(docs, "HorizontalPodAutoscaler")["spec"]["metrics"][0]["type"] == "External"
+    assert (f'kubectl get --raw "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/{METRIC}'
+            f'?labelSelector=inference_pool%3Dvllm-pool"') in notes
+    assert "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/vllm/" not in notes
+    assert (f"Your rules ConfigMap my-rules must serve {METRIC}: add include: [capacity-headroom] to it."
+            in notes)
+
+
+def test_notes_say_the_nodepool_check_left_out_the_capacity_buffers_percentage(cluster):
+    fake, kubeconfig = cluster
+    fake.register("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
+    fake.register("karpenter.sh", "v1", "nodepools", "NodePool", False)
+    sets = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.capacityBuffer.enabled=auto")
+    uncounted = "did not count this percentage"
+    _, notes = _install(fake, kubeconfig, *sets, "headroom.capacityBuffer.percentage=25")
+    assert "1 replica(s) 25% of its replicas." in notes and uncounted in notes
+    _, notes = _install(fake, kubeconfig, *sets)
+    assert "CapacityBuffer vllm-headroom" in notes and uncounted not in notes
 
 
 # ------------------------------------------------------------------------------------------ hpa-examples/

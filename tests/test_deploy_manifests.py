@@ -271,6 +271,16 @@ def test_adapter_drains_within_its_grace_period_and_its_critical_class_is_admitt
         assert "hard" not in quota["spec"]
 
 
+def test_adapter_resources_are_the_charts_defaults(rendered):
+    """The plain manifests' adapter container asks for what the chart's values.yaml does (measured:
+    docs/performance.md), so the two installs size the adapter alike."""
+    chart = yaml.safe_load((REPO / "charts" / "gpu-autoscaler" / "values.yaml").read_text())["adapter"]["resources"]
+    for variant in OVERLAYS:
+        pod = one(rendered[variant], "Deployment", "gpu-metrics-adapter")["spec"]["template"]["spec"]
+        [container] = [c for c in pod["containers"] if c["name"] == "adapter"]
+        assert container["resources"] == chart, variant
+
+
 def pod_namespace(docs):
     return one(docs, "Deployment", "gpu-metrics-adapter")["metadata"]["namespace"]
 

@@ -185,7 +185,9 @@ Renders nothing.
 
 {{/*
 Headroom against the chart's NodePool, when it is rendered: the GPUs the headroom may hold at most must fit under
-its nvidia.com/gpu limit, and one replica's GPUs on one of the instance types it may launch.
+its nvidia.com/gpu limit, and one replica's GPUs on one of the instance types it may launch. A CapacityBuffer counts
+as replicas x gpusPerReplica capped by gpus; its percentage is not counted (the workload's replica count is not
+known at render time); the error and NOTES.txt say so when percentage is set.
 */}}
 {{- define "gpu-autoscaler.headroom.fitsNodePool" -}}
 {{- if include "gpu-autoscaler.renders" (list . "karpenter.nodePool.enabled") -}}
@@ -216,7 +218,11 @@ its nvidia.com/gpu limit, and one replica's GPUs on one of the instance types it
 {{- if hasKey $limits "nvidia.com/gpu" -}}
 {{- $limit := int (toString (get $limits "nvidia.com/gpu")) -}}
 {{- if gt $total $limit -}}
-{{- fail (printf "headroom: %d GPUs of headroom (%s) is more than karpenter.nodePool.limits nvidia.com/gpu %d, so the NodePool could never hold it; lower the headroom or raise the limit" $total (join " + " $parts) $limit) -}}
+{{- $uncounted := "" -}}
+{{- if and (include "gpu-autoscaler.renders" (list . "headroom.capacityBuffer.enabled")) (not (kindIs "invalid" $h.capacityBuffer.percentage)) -}}
+{{- $uncounted = " (a CapacityBuffer's percentage is not counted: it depends on the workload's replicas at run time)" -}}
+{{- end -}}
+{{- fail (printf "headroom: %d GPUs of headroom (%s) is more than karpenter.nodePool.limits nvidia.com/gpu %d, so the NodePool could never hold it; lower the headroom or raise the limit%s" $total (join " + " $parts) $limit $uncounted) -}}
 {{- end -}}
 {{- end -}}
 {{- $pool := include "gpu-autoscaler.nodePoolTypes" . | fromYaml -}}
