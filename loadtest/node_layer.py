@@ -163,8 +163,6 @@ class NodeLayer:
             if pods:  # a node holds the images of the pods it has run: pause placeholders' nodes lack the workload's
                 self.provisioner.warm_nodes(self.cluster, pods, now, images=(image,))
                 self.cluster.step(now)
-        for pod in self.cluster.live_pods():
-            pod.unschedulable_at = None
 
     def step(self) -> None:
         now = self.now()

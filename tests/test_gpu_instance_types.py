@@ -1,57 +1,49 @@
 """The GPU instance-type table (charts/gpu-autoscaler/files/gpu-instance-types.yaml) that the chart's templates and
-loadtest read: every row parses, and every instance family or type our NodePool and node groups name has rows."""
+loadtest read: every row loads, and every instance family or type our NodePool, the chart's karpenter.nodePool, the
+contract and the eksctl node groups name has rows."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from loadtest.nodes import INSTANCE_TYPES_FILE, InstanceType, load_instance_types
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
-CHART = REPO / "charts" / "gpu-autoscaler"
-TABLE = CHART / "files" / "gpu-instance-types.yaml"
 # EC2 instance type names: <family>.<size>, sizes "metal" or "<n>xlarge" (plus "large" and friends elsewhere).
 TYPE_NAME = re.compile(r"^(?P<family>[a-z][a-z0-9-]*)\.(?P<size>metal|\d*xlarge)$")
 # The families the issue 39 contract asks for, every size.
 CONTRACT_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p5")
-
-
-def table() -> dict[str, dict[str, Any]]:
-    return yaml.safe_load(TABLE.read_text())
-
-
-def families() -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for name in table():
-        match = TYPE_NAME.match(name)
-        assert match, name
-        out.setdefault(match["family"], []).append(name)
-    return out
+TABLE = load_instance_types()
 
 
 def test_every_row_parses() -> None:
-    rows = table()
-    assert isinstance(rows, dict) and rows
-    for name, row in rows.items():
+    assert TABLE
+    for name, row in TABLE.items():
         assert TYPE_NAME.match(name), f"{name}: not an EC2 instance type name"
-        assert set(row) == {"gpus", "gpu"}, f"{name}: {row}"
-        assert isinstance(row["gpus"], int) and not isinstance(row["gpus"], bool) and row["gpus"] >= 1, name
-        assert isinstance(row["gpu"], str) and row["gpu"].startswith("NVIDIA "), name
+        assert row.gpu.startswith("NVIDIA "), name  # load_instance_types checks gpus (a whole number, 1 or more)
+    # The chart's templates read these two keys of each row and nothing else.
+    raw = yaml.safe_load(INSTANCE_TYPES_FILE.read_text())
+    assert all(set(row) == {"gpus", "gpu"} for row in raw.values()), raw
 
 
 def test_header_names_its_source() -> None:
-    header = TABLE.read_text().split("\n\n")[0]
+    header = INSTANCE_TYPES_FILE.read_text().split("\n\n")[0]
     assert "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html" in header
     assert "accelerated computing" in header
 
 
+def families() -> set[str]:
+    return {t.family for t in TABLE.values()}
+
+
 def test_every_family_the_chart_nodepool_names_has_rows() -> None:
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    values = yaml.safe_load((REPO / "charts" / "gpu-autoscaler" / "values.yaml").read_text())
     named = values["karpenter"]["nodePool"]["instanceFamilies"]
     missing = [family for family in named if family not in families()]
     assert named and not missing, f"karpenter.nodePool.instanceFamilies names {missing}, the table has no rows"
@@ -68,16 +60,15 @@ def test_every_family_the_karpenter_example_names_has_rows() -> None:
 def test_cluster_autoscaler_node_groups_agree_with_the_table() -> None:
     # Each eksctl node group's scale-from-zero template tag must advertise the GPUs its instance type has.
     config = yaml.safe_load((REPO / "hpa-examples" / "cluster-autoscaler" / "eksctl-gpu-nodegroups.yaml").read_text())
-    rows = table()
     for group in config["managedNodeGroups"]:
         advertised = group["tags"]["k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"]
-        assert group["instanceType"] in rows, group["name"]
-        assert int(advertised) == rows[group["instanceType"]]["gpus"], group["name"]
+        assert group["instanceType"] in TABLE, group["name"]
+        assert int(advertised) == TABLE[group["instanceType"]].gpus, group["name"]
 
 
 @pytest.mark.parametrize("family", CONTRACT_FAMILIES)
 def test_contract_families_have_rows(family: str) -> None:
-    assert families().get(family), family
+    assert family in families(), family
 
 
 # Facts read from AWS's accelerated computing page (and the same figures in Cluster Autoscaler's
@@ -93,4 +84,4 @@ def test_contract_families_have_rows(family: str) -> None:
     ("p4d.24xlarge", 8, "NVIDIA A100"), ("p5.4xlarge", 1, "NVIDIA H100"), ("p5.48xlarge", 8, "NVIDIA H100"),
 ])
 def test_known_rows(name: str, gpus: int, gpu: str) -> None:
-    assert table()[name] == {"gpus": gpus, "gpu": gpu}
+    assert TABLE[name] == InstanceType(name, gpus, gpu)

@@ -6,6 +6,7 @@ from the manifests the project ships."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -193,6 +194,30 @@ def test_karpenter_consolidates_gpu_nodes(case: str, upstream: str, policy: str,
     assert all(p.node is not None for p in cluster.live_pods())  # a moved placeholder found a GPU on the other node
 
 
+@pytest.mark.parametrize(("policy", "sizes", "removed"), [
+    ("WhenEmptyOrUnderutilized", (G8, G2), (None, 315.0)),
+    # Score of deleting b: savings 2 of 10 GPUs (0.2) over disruption 3 of 5 (1 + a pod each, plus 1 per node: 0.6)
+    # is 1/3, below 1/BalancedK = 1/2: b stays.
+    ("Balanced", (G8, G2), (None, None)),
+    # Equal nodes: savings 1/2 over disruption 2/4 scores 1: b goes as under WhenEmptyOrUnderutilized.
+    ("Balanced", (G4, G4), (None, 315.0)),
+])
+def test_balanced_consolidation_weighs_savings_against_disruption(policy: str, sizes: tuple[InstanceType, ...],
+                                                                  removed: tuple[float | None, ...]) -> None:
+    # kubernetes-sigs/karpenter v1.14.0 pkg/controllers/disruption/balanced.go (ScoreMove, approved at >= 1/k),
+    # pkg/apis/v1/nodepool.go (BalancedK 2); the model prices a node by its GPUs. Node a holds a replica, node b
+    # placeholders that fit on a.
+    cluster, karpenter = Cluster(TIMINGS), Karpenter(pool(*sizes, policy=policy))
+    nodes = [cluster.add_node(size, 0.0, "karpenter", ready=True, images=("inference",)) for size in sizes]
+    kinds = [[REPLICA], [PLACEHOLDER] * (2 if sizes[1] is G2 else 1)]
+    for node, templates in zip(nodes, kinds, strict=True):
+        for i, template in enumerate(templates):
+            pod = cluster.create_pod(f"{node.name}-{i}", "pinned", template, 0.0)
+            pod.node, pod.bound_at, pod.running_at = node.name, 0.0, 0.0
+    run(cluster, karpenter, 400.0, step=1.0)
+    assert tuple(n.deleted_at for n in nodes) == removed
+
+
 def test_an_uninitialized_node_is_not_consolidated() -> None:
     # nodeclaim/disruption/consolidation_test.go: should remove the status condition from the nodeClaim when the
     # nodeClaim is not initialized. A GPU node whose pod went away before its GPUs came up stays until then.
@@ -218,8 +243,15 @@ AUTOSCALER = [
      "within --max-node-provision-time)", (NodeGroup("g", G1, 0, 10),), [(0.0, "infer", 1)], [(0.0, "g", 1)]),
     ("a node group grows no further than maxSize", "FAQ.md flag table; eksctl maxSize",
      (NodeGroup("g", G1, 0, 3),), [(0.0, "infer", 5)], [(0.0, "g", 3)]),
-    ("least-waste picks the group that wastes fewest GPUs", "FAQ.md flag table (--expander least-waste)",
-     (NodeGroup("big", G8, 0, 2), NodeGroup("small", G4, 0, 2)), [(0.0, "infer", 3)], [(0.0, "small", 1)]),
+    # Upstream least-waste scores the idle fraction of the new nodes' CPU plus that of their memory; the model has
+    # only GPUs and scores their idle fraction instead (a stand-in: see cluster_autoscaler.py).
+    ("least-waste (GPU stand-in) picks the group whose new nodes leave the smallest share idle", "FAQ.md flag table "
+     "(--expander least-waste, the default); expander/waste/waste.go", (NodeGroup("big", G8, 0, 2),
+                                                                         NodeGroup("small", G4, 0, 2)),
+     [(0.0, "infer", 3)], [(0.0, "small", 1)]),
+    ("least-waste scores the pods that the nodes maxSize allows hold", "estimator/sng_capacity_threshold.go (the "
+     "estimate stops at maxSize); expander/waste/waste.go", (NodeGroup("big", G8, 0, 1), NodeGroup("small", G1, 0, 2)),
+     [(0.0, "infer", 5)], [(0.0, "small", 2), (10.0, "big", 1)]),
     ("a group without the GPU label scales up again while its node's GPUs start", "utils/gpu/gpu.go (the "
      "workaround it exists for)", (NodeGroup("g", G1, 0, 10, gpu_label=False),), [(0.0, "infer", 1)],
      [(0.0, "g", 1), (70.0, "g", 1)]),
@@ -232,6 +264,18 @@ def test_cluster_autoscaler_scales_up(case: str, upstream: str, groups: tuple[No
     cluster, ca = Cluster(TIMINGS), autoscaler(*groups)
     run(cluster, ca, 75.0, events=events)
     assert [(round(t, 1), g, n) for t, g, n in ca.scale_ups] == ups, CA + upstream
+
+
+def test_warm_nodes_fill_the_shipped_groups_in_order_up_to_each_maxsize() -> None:
+    # --nodes cluster-autoscaler --headroom 13: one replica and 13 placeholders on the shipped groups (maxSize 12
+    # each) start on 12 g5.xlarge and 2 g6.xlarge nodes, not 14 nodes of the first group.
+    cluster, ca = Cluster(TIMINGS), ClusterAutoscaler(load_node_groups())
+    cluster.set_replicas("infer-headroom", PLACEHOLDER, 14)
+    cluster.step(0.0)
+    ca.warm_nodes(cluster, cluster.pending_pods(), 0.0, images=("inference",))
+    cluster.step(0.0)
+    counts = {g.name: sum(1 for n in cluster.nodes.values() if n.owner == ca.owner(g)) for g in ca.groups}
+    assert counts == {"gpu-g5-xlarge": 12, "gpu-g6-xlarge": 2} and not cluster.pending_pods()
 
 
 @pytest.mark.parametrize(("priority", "scales_up"), [(-10, True), (-11, False)])
@@ -310,6 +354,9 @@ VICTIMS = [
     ("when highest priorities are the same, minimum sum of priorities is picked", [-5, -5], [-5, -20], 2, "b", 2),
     ("the lowest highest-priority victim is picked", [-1, -20], [-5, -5], 2, "b", 2),
     ("reprieve keeps the most important pods that leave room", [-1, -10, -10, -10], [0, 0, 0, 0], 1, "a", 1),
+    # pickOneNodeForPreemption (preemption.go) adds MaxInt32+1 to each victim's priority before summing: two victims
+    # at -10 sum higher than one, so the node that loses one placeholder is picked.
+    ("a node with fewer victims of the same negative priority is picked", [-10], [-10, -10], 2, "a", 1),
 ]
 
 
@@ -441,6 +488,63 @@ def test_an_unknown_instance_type_in_a_nodepool_file_is_a_cli_error(tmp_path: Pa
     with pytest.raises(SystemExit):
         main(["demo", "--quick", "--nodes", "karpenter", "--nodepool", str(manifest)])
     assert "instance type 'g7.huge' has no known GPU count" in capsys.readouterr().err
+
+
+def nodepool_manifest(requirements: str, policy: str) -> str:
+    return ("apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: gpu}\nspec:\n  template:\n    spec:\n"
+            f"      requirements:\n{requirements}  disruption: {{consolidationPolicy: {policy}}}\n")
+
+
+def test_nodepool_requirements_are_anded(tmp_path: Path) -> None:
+    # Karpenter ANDs a NodePool's requirements: a type must be of a listed family and a listed type.
+    manifest = tmp_path / "pool.yaml"
+    manifest.write_text(nodepool_manifest(
+        "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5, g6]}\n"
+        "      - {key: node.kubernetes.io/instance-type, operator: In, values: [g6.xlarge, p5.4xlarge, g5.xlarge]}\n",
+        "Balanced"))
+    nodepool = load_nodepool(manifest)
+    assert [t.name for t in nodepool.instance_types] == ["g5.xlarge", "g6.xlarge"]
+    assert nodepool.consolidation_policy == "Balanced"  # a v1.14.0 policy (pkg/apis/v1/nodepool.go)
+    manifest.write_text(nodepool_manifest(
+        "      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [g5]}\n", "Sometimes"))
+    with pytest.raises(ShapeError, match="'Sometimes' is not one of WhenEmpty, WhenEmptyOrUnderutilized, Balanced"):
+        load_nodepool(manifest)
+
+
+def test_chart_values_pin_instance_types_within_the_families(tmp_path: Path) -> None:
+    # charts/gpu-autoscaler/templates/karpenter.yaml renders instanceTypes as a second requirement, and fails a
+    # pinned type of none of instanceFamilies.
+    values = tmp_path / "values.yaml"
+    values.write_text("karpenter:\n  nodePool:\n    instanceFamilies: [g5, g6]\n    instanceTypes: [g6.xlarge]\n")
+    assert [t.name for t in nodepool_from_values(values).instance_types] == ["g6.xlarge"]
+    values.write_text("karpenter:\n  nodePool:\n    instanceFamilies: [g5, g6]\n    instanceTypes: [p5.4xlarge]\n")
+    with pytest.raises(ShapeError, match=re.escape("karpenter.nodePool.instanceTypes: 'p5.4xlarge' is of none of "
+                                                   "karpenter.nodePool.instanceFamilies (g5, g6)")):
+        nodepool_from_values(values)
+
+
+@pytest.mark.parametrize("option", ["--nodepool", "--node-groups"])
+def test_a_malformed_shape_file_is_a_one_line_error_naming_it(option: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = tmp_path / "shape.yaml"
+    manifest.write_text("kind: NodePool\nspec: [a, b\n  c: {\n")
+    nodes = "karpenter" if option == "--nodepool" else "cluster-autoscaler"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--quick", "--nodes", nodes, option, str(manifest)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpu-loadtest: error: {manifest}: not YAML: ") and len(err.splitlines()) == 1, err
+
+
+def test_the_package_example_gives_what_its_comment_says() -> None:
+    # loadtest/nodes/__init__.py
+    cluster, karpenter = Cluster(NodeTimings()), Karpenter(load_nodepool())
+    cluster.set_replicas("infer", PodTemplate(gpus=1), 3)
+    for second in range(400):
+        cluster.step(second)
+        karpenter.tick(cluster, second)
+    assert karpenter.launches == [(1, "g5.12xlarge", 3)]
+    assert {(p.bound_at, p.running_at) for p in cluster.live_pods()} == {(181, 515.0)}
 
 
 def test_options_parse_into_the_node_layer() -> None:

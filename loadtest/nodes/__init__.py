@@ -9,7 +9,9 @@ table-driven tests (tests/test_loadtest_nodes.py) name the upstream file of each
     for second in range(400):
         cluster.step(second)
         karpenter.tick(cluster, second)
-    # one node of the NodePool's cheapest type with 3 GPUs, launched ~2 s after the pods went pending
+    # karpenter.launches == [(1, 'g5.12xlarge', 3)]: one node for the three pods, the cheapest type with at least
+    # 3 GPUs (4), requested at 1 s, when the batch window's idle second ends; the pods bind at 181 s, when its
+    # GPUs are allocatable, and run at 515 s, once the image is pulled
 """
 
 from loadtest.nodes.cluster import Cluster, Node, Pod, PodTemplate, ReplicaSet

@@ -9,19 +9,29 @@ model on the caller's clock (seconds; call :meth:`Cluster.step` with a time that
   each bound to a node whose allocatable GPUs minus its pods' requests fit it. The default scoring
   (NodeResourcesFit, LeastAllocated over cpu and memory only) does not look at ``nvidia.com/gpu``, and the
   scheduler picks at random between equal scores; this model takes the oldest node, for repeatable runs. A node
-  being removed by a provisioner takes no pods (it is tainted first).
+  that a provisioner removes goes at once, its pods with it: no cordon-and-drain phase is modelled.
 * **Preemption** (DefaultPreemption, ``SelectVictimsOnNode`` and ``pickOneNodeForPreemption``): a pod that fits no
   node, unless its ``preemptionPolicy`` is ``Never``, removes every lower-priority pod of a node in thought, gives
   back (reprieves) as many as still leave room, most important first, and the victims of the node whose most
   important victim has the lowest priority, then the lowest sum of priorities, then the fewest victims, are
-  deleted. Victims here are pause placeholders: they stop at once, so the preemptor binds in the same step.
+  deleted. The sum counts each victim at its priority plus 2^31, as upstream does, so that more victims of a
+  negative priority never sum lower than fewer of the same priority. Victims here are pause placeholders: they
+  stop at once, so the preemptor binds in the same step.
 * **Images** (kubelet): the first pod of an image on a node pulls it (``image_pull_s`` for the workload's image,
   nothing for others: a pause image is a few hundred kB); later pods there find it cached. A pod runs once its
   image is present; it is ready once its model has loaded (``ready_after_s`` after it runs) or, in the demo, when
   its replica process answers ``/healthz`` (:meth:`Cluster.mark_ready`).
-* **ReplicaSets** keep their pods' count: a deleted or preempted pod is replaced by a new one; a scale-down deletes
-  pods in the controller's order (``controller.ActivePods``: unscheduled before scheduled, Pending before
-  Running, not ready before ready, then the newest).
+* **ReplicaSets** keep their pods' count: a deleted or preempted pod is replaced by a new one. A scale-down
+  deletes unscheduled pods first, then pods not running, then pods not ready, then the newest. Upstream
+  (``pkg/controller/replicaset``, ``getPodsRankedByRelatedPodsOnSameNode`` and ``controller.ActivePodsWithRanks``)
+  applies the same first three keys, then a lower ``pod-deletion-cost``, then prefers a pod with more active pods
+  of the same Deployment on its node ("doubled up"), then the shorter time ready, more restarts, and the newer
+  creation (times compared in logarithmic buckets under ``LogarithmicScaleDown``, ties broken by UID). The model
+  leaves out the node-colocation key and the later ones on purpose: in the demo the workload's pods belong to the
+  local Deployment (:mod:`loadtest.deployment`), which stops its highest-numbered replica, the newest pod, and
+  deletes that pod here (:meth:`Cluster.delete_pod`); the ReplicaSets of this model (the placeholders') take the
+  newest too, so that both scale down alike. Upstream can thus take a pod from a full node where the model
+  empties a node holding one pod, which a provisioner then removes.
 
 Accounting: ``gpu_node_seconds`` (each node's GPUs times its life from request to removal: what a cloud bills,
 roughly) and ``pending_pod_seconds`` (how long pods waited for a node, by owner).
@@ -62,7 +72,6 @@ class Node:
     ready_at: float
     gpus_at: float
     deleted_at: float | None = None
-    deleting: bool = False
     warm: bool = False  # up before the run started
     images: dict[str, float] = field(default_factory=dict)  # image -> when it is present
     last_pod_event: float = 0.0
@@ -160,7 +169,6 @@ class Cluster:
     def remove_node(self, name: str, now: float) -> None:
         """The node goes away now: its pods are deleted (their ReplicaSets replace them)."""
         node = self.nodes[name]
-        node.deleting = True
         node.deleted_at = now
         for pod in self.pods_on(name):
             self._delete(pod, now)
@@ -230,7 +238,8 @@ class Cluster:
 
     @staticmethod
     def _deletion_rank(pod: Pod, now: float) -> tuple[bool, bool, bool, float]:
-        """``controller.ActivePods``' order: the pod deleted first sorts first."""
+        """The pod deleted first sorts first: upstream's first three keys, then the newest (not upstream's
+        node-colocation key: see the module docstring)."""
         return pod.node is not None, pod.running(now), pod.ready(now), -pod.created_at
 
     # -- the step -------------------------------------------------------------------------------------------------
@@ -262,13 +271,13 @@ class Cluster:
 
     def _fitting_node(self, pod: Pod, now: float) -> Node | None:
         fits = [n for n in self.nodes.values()
-                if n.ready(now) and not n.deleting and self.free_gpus(n, now) >= pod.gpus]
+                if n.ready(now) and self.free_gpus(n, now) >= pod.gpus]
         return min(fits, key=lambda n: (n.requested_at, n.name), default=None)
 
     def _preempt_for(self, pod: Pod, now: float) -> Node | None:
         choices = []
         for node in self.nodes.values():
-            if not node.ready(now) or node.deleting:
+            if not node.ready(now):
                 continue
             lower = sorted((p for p in self.pods_on(node.name) if p.priority < pod.priority),
                            key=lambda p: (-p.priority, p.created_at))  # most important first: reprieved first
@@ -282,8 +291,9 @@ class Cluster:
                 else:
                     victims.append(candidate)
             if victims:
-                choices.append(((max(v.priority for v in victims), sum(v.priority for v in victims), len(victims),
-                                 node.requested_at, node.name), node, victims))
+                total = sum(v.priority + 2**31 for v in victims)  # pickOneNodeForPreemption: MaxInt32+1 each
+                choices.append(((max(v.priority for v in victims), total, len(victims), node.requested_at, node.name),
+                                node, victims))
         if not choices:
             return None
         _, node, victims = min(choices, key=lambda c: c[0])

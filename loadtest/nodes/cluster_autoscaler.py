@@ -14,9 +14,15 @@ does scale-down work?", "How does Cluster Autoscaler work with Pod Priority and 
   label whose ``nvidia.com/gpu`` is not allocatable yet is taken at its template's GPUs (``utils/gpu``: otherwise
   each GPU node would cause a second, needless scale-up while its driver starts). A group whose nodes lack the
   label (:attr:`NodeGroup.gpu_label` False) shows that second scale-up.
-* The rest are bin-packed onto template nodes of each group that can host them (the ``binpacking`` estimator), up
-  to the group's ``maxSize``; the expander (``least-waste``, the default) picks the group that wastes the fewest
-  GPUs, the first in the file on a tie (Cluster Autoscaler breaks ties at random). One group grows per loop.
+* The rest are bin-packed onto template nodes of each group that can host them (the ``binpacking`` estimator),
+  no more nodes than the group's ``maxSize`` leaves room for (``estimator/sng_capacity_threshold.go``); the pods
+  those nodes hold are the option's pods. The expander (``least-waste``, the default) then picks a group. Upstream
+  (``expander/waste/waste.go``) scores an option by the unrequested fraction of its nodes' CPU plus that of their
+  memory, and never looks at GPUs. This model has no CPU or memory figures, only GPUs, so it scores the
+  unrequested fraction of the nodes' GPUs instead: the same formula over another resource, a stand-in that can
+  rank groups otherwise than Cluster Autoscaler does (two groups whose nodes leave the same share of GPUs idle but
+  not the same share of CPU, say). The first group in the file wins a tie (Cluster Autoscaler's default expander
+  chain breaks ties at random). One group grows per loop.
 * Scale-down: in a loop without scale-up, a node is unneeded while its GPUs' requested share is below
   ``--scale-down-gpu-utilization-threshold`` (0.5) and its pods (expendable ones aside) fit on the other nodes;
   unneeded for ``--scale-down-unneeded-time`` (10 min), it is removed (empty nodes together, a non-empty one at a
@@ -26,7 +32,6 @@ does scale-down work?", "How does Cluster Autoscaler work with Pod Priority and 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from loadtest.nodes.cluster import Cluster, Node, Pod
@@ -81,10 +86,18 @@ class ClusterAutoscaler:
         return added
 
     def warm_nodes(self, cluster: Cluster, pods: list[Pod], now: float, images: tuple[str, ...]) -> list[Node]:
-        """Nodes that are up already for ``pods``: of the first group that fits them."""
-        group = next(g for g in self.groups if all(p.gpus <= g.instance.gpus for p in pods))
-        return [cluster.add_node(group.instance, now, self.owner(group), ready=True, images=images)
-                for _ in range(self._binpack(pods, group.instance.gpus))]
+        """Nodes that are up already for ``pods``: the groups filled in the file's order, each up to its
+        ``maxSize``."""
+        nodes: list[Node] = []
+        left = list(pods)
+        for group in self.groups:
+            room = group.max_size - sum(1 for n in cluster.live_nodes(now) if n.owner == self.owner(group))
+            count, placed = self._binpack([p for p in left if p.gpus <= group.instance.gpus], group.instance.gpus,
+                                          max(room, 0))
+            nodes += [cluster.add_node(group.instance, now, self.owner(group), ready=True, images=images)
+                      for _ in range(count)]
+            left = [p for p in left if all(p is not q for q in placed)]
+        return nodes
 
     # -- scale-up -------------------------------------------------------------------------------------------------
     def _capacity(self, node: Node, now: float) -> int:
@@ -101,7 +114,7 @@ class ClusterAutoscaler:
         waiting = sorted((p for p in cluster.pending_pods() if p.unschedulable_at is not None
                           and p.priority >= s.expendable_pods_priority_cutoff), key=lambda p: (p.created_at, p.name))
         room = {n.name: self._capacity(n, now) - sum(p.gpus for p in cluster.pods_on(n.name))
-                for n in cluster.live_nodes(now) if not n.deleting}
+                for n in cluster.live_nodes(now)}
         left: list[Pod] = []
         for pod in waiting:
             target = next((name for name, free in room.items() if free >= pod.gpus), None)
@@ -117,27 +130,32 @@ class ClusterAutoscaler:
             fitting = [p for p in left if p.gpus <= group.instance.gpus]
             if not fitting or size >= group.max_size:
                 continue
-            nodes = min(self._binpack(fitting, group.instance.gpus), group.max_size - size)
-            waste = nodes * group.instance.gpus - sum(p.gpus for p in fitting)
-            options.append((waste, order, nodes, group))
+            nodes, held = self._binpack(fitting, group.instance.gpus, group.max_size - size)
+            avail = nodes * group.instance.gpus
+            options.append(((avail - sum(p.gpus for p in held)) / avail, order, nodes, group))
         if not options:
             return []
-        _, _, count, group = min(options, key=lambda o: (o[0] if o[0] >= 0 else math.inf, o[1]))
+        _, _, count, group = min(options, key=lambda o: o[:2])
         self._state.last_scale_up = now
         self.scale_ups.append((now, group.name, count))
         return [cluster.add_node(group.instance, now, self.owner(group)) for _ in range(count)]
 
     @staticmethod
-    def _binpack(pods: list[Pod], gpus: int) -> int:
-        """Template nodes of ``gpus`` GPUs the pods need, first fit in the pods' order."""
+    def _binpack(pods: list[Pod], gpus: int, limit: int) -> tuple[int, list[Pod]]:
+        """Template nodes of ``gpus`` GPUs for the pods, first fit in the pods' order, at most ``limit`` of them;
+        returns how many, and the pods they hold."""
         nodes: list[int] = []
+        held: list[Pod] = []
         for pod in pods:
             i = next((i for i, free in enumerate(nodes) if free >= pod.gpus), None)
-            if i is None:
+            if i is not None:
+                nodes[i] -= pod.gpus
+            elif len(nodes) < limit:
                 nodes.append(gpus - pod.gpus)
             else:
-                nodes[i] -= pod.gpus
-        return len(nodes)
+                continue
+            held.append(pod)
+        return len(nodes), held
 
     # -- scale-down -----------------------------------------------------------------------------------------------
     def scale_down(self, cluster: Cluster, now: float) -> list[Node]:
@@ -145,7 +163,7 @@ class ClusterAutoscaler:
         unneeded = []
         for node in cluster.live_nodes(now):
             group = self.group_of(node)
-            if group is None or node.deleting or node.allocatable(now) == 0:
+            if group is None or node.allocatable(now) == 0:
                 continue
             if self._unneeded(cluster, node, now):
                 since = state.unneeded_since.setdefault(node.name, now)
@@ -160,7 +178,7 @@ class ClusterAutoscaler:
         empty = [(n, g) for n, g in unneeded if not self._important(cluster, n)]
         chosen = empty or unneeded[:1]
         for node, group in chosen:
-            size = sum(1 for n in cluster.live_nodes(now) if n.owner == self.owner(group) and not n.deleting)
+            size = sum(1 for n in cluster.live_nodes(now) if n.owner == self.owner(group))
             if size <= group.min_size:
                 continue
             cluster.remove_node(node.name, now)
@@ -177,8 +195,7 @@ class ClusterAutoscaler:
         requested = sum(p.gpus for p in self._important(cluster, node))
         if requested / node.gpus >= self.settings.scale_down_gpu_utilization_threshold:
             return False
-        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now)
-                if n.name != node.name and not n.deleting}
+        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name}
         for pod in self._important(cluster, node):
             target = next((name for name, free in room.items() if free >= pod.gpus), None)
             if target is None:

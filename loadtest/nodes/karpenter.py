@@ -20,11 +20,22 @@ Read from kubernetes-sigs/karpenter (``pkg/``) and aws/karpenter-provider-aws (d
   types until it exists; existing nodes count at their capacity. With nothing left, pods wait.
 * **Consolidation** (``controllers/nodeclaim/disruption/consolidation.go``, ``disruption/emptiness.go``,
   ``disruption/controller.go``, docs ``concepts/disruption.md``): a node becomes consolidatable ``consolidateAfter``
-  after its last pod was bound or removed (or after it initialized); the disruption loop runs every 10 s; an empty
-  node (``WhenEmpty``, and also under ``WhenEmptyOrUnderutilized``) is removed after the 15 s validation if it is
-  still empty; under ``WhenEmptyOrUnderutilized`` a node whose pods all fit on the other nodes' free GPUs is removed
-  too, one per round (the one with the fewest, then the lowest-priority pods), its pods rescheduled. Replacing a
-  node with a cheaper one, spot, drift, expiry and disruption budgets are not modelled.
+  after its last pod was bound or removed (or after it initialized); the disruption loop runs every 10 s; empty
+  nodes are removed under every policy, after the 15 s validation if they are still empty. Under
+  ``WhenEmptyOrUnderutilized`` (and ``Balanced``, below) the model also removes one non-empty node per round whose
+  pods all fit on the other nodes' free GPUs, its pods rescheduled: the one with the fewest, then the
+  lowest-priority pods. Upstream does more per round: multi-node consolidation, tried before single-node, searches
+  (binary search, up to 100 candidates) for the most nodes one command can delete, and candidates are ordered by
+  price over disruption cost (``SavingsRatio``), not by pod count; so under these policies the model can take
+  more rounds than Karpenter to shrink a pool, and can pick another node first. The shipped NodePool is
+  ``WhenEmpty``, where neither arises.
+* **Balanced** (``disruption/balanced.go``, v1.14.0): a move is approved when the share of the NodePool's cost it
+  saves, over the share of the NodePool's disruption cost it causes, is at least 1/2 (``BalancedK`` 2); a node's
+  disruption cost is 1 plus its pods' eviction costs (``utils/disruption`` ``EvictionCost``: 1 + priority / 2^25,
+  clamped to [-10, 10], negatives counted as 0). The table has no prices, so the model scores a node's GPUs as its
+  price (as :meth:`~loadtest.nodes.shapes.NodePool.cheapest` does), and applies the score to the non-empty
+  removals above. Replacing a node with a cheaper one, spot, drift, expiry and disruption budgets are not
+  modelled.
 """
 
 from __future__ import annotations
@@ -35,7 +46,15 @@ from loadtest.nodes.cluster import Cluster, Node, Pod
 from loadtest.nodes.instances import InstanceType
 from loadtest.nodes.shapes import NodePool
 
-__all__ = ["Karpenter", "KarpenterSettings", "NodeClaim"]
+__all__ = ["BALANCED_K", "Karpenter", "KarpenterSettings", "NodeClaim"]
+
+BALANCED_K = 2
+"""``BalancedK`` (``pkg/apis/v1/nodepool.go``): a Balanced move passes at a score of ``1 / BALANCED_K``."""
+
+
+def _eviction_cost(pod: Pod) -> float:
+    """``EvictionCost`` of a pod without a ``pod-deletion-cost`` annotation."""
+    return min(10.0, max(-10.0, 1.0 + pod.priority / 2**25))
 
 
 @dataclass(frozen=True)
@@ -118,7 +137,7 @@ class Karpenter:
 
     def schedule(self, cluster: Cluster, pods: list[Pod]) -> list[NodeClaim]:
         """The NodeClaims ``pods`` need beyond the existing and in-flight nodes (the round's simulation)."""
-        existing = sorted((n for n in cluster.live_nodes(cluster.now) if not n.deleting),
+        existing = sorted(cluster.live_nodes(cluster.now),
                           key=lambda n: (n.allocatable(cluster.now) == 0, n.name))  # initialized nodes first
         room = {n.name: cluster.expected_free_gpus(n) for n in existing}
         remaining = None
@@ -159,13 +178,14 @@ class Karpenter:
         if now < self._next_poll or self.pool.consolidate_after_s is None:
             return
         self._next_poll = now + s.disruption_poll_s
-        candidates = [n for n in cluster.live_nodes(now) if n.owner == self.name and not n.deleting
+        candidates = [n for n in cluster.live_nodes(now) if n.owner == self.name
                       and n.name not in self._pending_removal and self._consolidatable(n, now)]
         empty = [n for n in candidates if not cluster.pods_on(n.name)]
         chosen = empty
-        if not chosen and self.pool.consolidation_policy == "WhenEmptyOrUnderutilized":
+        if not chosen and self._underutilized_too:
             # The node that disrupts least first: fewer pods, then lower-priority pods (docs concepts/disruption.md).
-            fitting = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)]
+            fitting = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)
+                       and self._balanced_approves(cluster, n, now)]
             chosen = sorted(fitting, key=lambda n: (len(cluster.pods_on(n.name)),
                                                     max(p.priority for p in cluster.pods_on(n.name)), n.name))[:1]
         for node in chosen:
@@ -184,13 +204,27 @@ class Karpenter:
             return False
         if not cluster.pods_on(node.name):
             return True
-        return self.pool.consolidation_policy == "WhenEmptyOrUnderutilized" and \
-            self._pods_fit_elsewhere(cluster, node, now)
+        return self._underutilized_too and self._pods_fit_elsewhere(cluster, node, now) and \
+            self._balanced_approves(cluster, node, now)
+
+    @property
+    def _underutilized_too(self) -> bool:
+        """Non-empty nodes are consolidated too (``consolidation.go`` ``ShouldDisrupt``: all but ``WhenEmpty``)."""
+        return self.pool.consolidation_policy in ("WhenEmptyOrUnderutilized", "Balanced")
+
+    def _balanced_approves(self, cluster: Cluster, node: Node, now: float) -> bool:
+        """Under ``Balanced``, whether deleting ``node`` scores at least ``1 / BALANCED_K`` (GPUs as the price)."""
+        if self.pool.consolidation_policy != "Balanced":
+            return True
+        pool = [n for n in cluster.live_nodes(now) if n.owner == self.name]
+        cost = {n.name: 1.0 + sum(max(0.0, _eviction_cost(p)) for p in cluster.pods_on(n.name)) for n in pool}
+        savings = node.gpus / sum(n.gpus for n in pool)
+        disruption = cost[node.name] / sum(cost.values())
+        return savings / disruption >= 1 / BALANCED_K
 
     @staticmethod
     def _pods_fit_elsewhere(cluster: Cluster, node: Node, now: float) -> bool:
-        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now)
-                if n.name != node.name and not n.deleting}
+        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name}
         for pod in sorted(cluster.pods_on(node.name), key=lambda p: -p.gpus):
             target = next((name for name, free in room.items() if free >= pod.gpus), None)
             if target is None:

@@ -4,12 +4,16 @@ values, ``hpa-examples/cluster-autoscaler/eksctl-gpu-nodegroups.yaml``).
 
 What is read, and what is not:
 
-* NodePool (karpenter.sh/v1): the instance types its ``spec.template.spec.requirements`` allow
-  (``karpenter.k8s.aws/instance-family`` or ``node.kubernetes.io/instance-type`` with ``In``; a
-  ``karpenter.k8s.aws/instance-gpu-count`` ``Gt`` bound), each with its GPU count from the instance-type table;
-  ``spec.limits["nvidia.com/gpu"]``; ``spec.disruption.consolidationPolicy`` and ``consolidateAfter`` (a duration or
-  ``Never``). Other requirements (capacity type, architecture) narrow nothing here: every instance type of the table
-  is amd64 and offered on demand. Disruption budgets are not modelled.
+* NodePool (karpenter.sh/v1): the instance types its ``spec.template.spec.requirements`` allow, each with its GPU
+  count from the instance-type table. Karpenter ANDs the requirements, and so does this: a type must be of a
+  ``karpenter.k8s.aws/instance-family`` ``In`` list, be in a ``node.kubernetes.io/instance-type`` ``In`` list, and
+  pass a ``karpenter.k8s.aws/instance-gpu-count`` ``Gt`` bound, for each such requirement there is (at least one
+  of the first two is needed). Also ``spec.limits["nvidia.com/gpu"]``; ``spec.disruption.consolidationPolicy`` and
+  ``consolidateAfter`` (a duration or ``Never``). Other requirements (capacity type, architecture) narrow nothing
+  here: every instance type of the table is amd64 and offered on demand. Disruption budgets are not modelled.
+* The chart's ``karpenter.nodePool`` values: ``instanceFamilies``, and ``instanceTypes`` when set (the chart renders
+  both as requirements, and refuses a pinned type of none of the families, as this does), ``limits``,
+  ``consolidationPolicy`` and ``consolidateAfter``.
 * eksctl managed node groups: ``instanceType``, ``minSize``, ``maxSize``, and whether the nodes carry the
   accelerator label Cluster Autoscaler's GPU handling looks for (``k8s.amazonaws.com/accelerator`` on AWS).
 """
@@ -24,10 +28,11 @@ from typing import Any
 import yaml
 
 from clikit.durations import DurationError, parse_go_duration
+from exporter.yaml_file import load_yaml
 from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, relative, resolve
 
-__all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL", "NodeGroup", "NodePool",
-           "ShapeError", "load_node_groups", "load_nodepool", "nodepool_from_values"]
+__all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "CONSOLIDATION_POLICIES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL",
+           "NodeGroup", "NodePool", "ShapeError", "load_node_groups", "load_nodepool", "nodepool_from_values"]
 
 KARPENTER_NODEPOOL = REPO / "hpa-examples" / "karpenter" / "nodepool-gpu.yaml"
 EKSCTL_NODE_GROUPS = REPO / "hpa-examples" / "cluster-autoscaler" / "eksctl-gpu-nodegroups.yaml"
@@ -67,58 +72,85 @@ class NodeGroup:
     gpu_label: bool = True
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def _documents(path: Path) -> list[dict[str, Any]]:
+    """The mapping documents of a multi-document manifest; every error one line naming the file (as
+    :func:`exporter.yaml_file.load_yaml`, which reads a single document, words them)."""
     try:
         return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
-    except OSError as exc:
-        raise ShapeError(f"{path}: cannot read it: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ShapeError(f"{path}: cannot read the NodePool manifest: {getattr(exc, 'strerror', None) or exc}"
+                         ) from None
     except yaml.YAMLError as exc:
-        raise ShapeError(f"{path}: not YAML: {exc}") from None
+        raise ShapeError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
 
 
 def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceType] | None = None) -> NodePool:
     """The first ``karpenter.sh/v1`` NodePool of a manifest file."""
     where = relative(path)
-    pool = next((d for d in _read(path) if d.get("kind") == "NodePool"), None)
+    pool = next((d for d in _documents(path) if d.get("kind") == "NodePool"), None)
     if pool is None:
         raise ShapeError(f"{where}: no NodePool in it")
     spec = pool.get("spec") or {}
     template = (spec.get("template") or {}).get("spec") or {}
-    families, types, min_gpus = [], [], 1
+    families: list[str] | None = None
+    types: list[str] | None = None
+    min_gpus = 1
     for req in template.get("requirements") or ():
         key, op, values = req.get("key"), req.get("operator"), [str(v) for v in req.get("values") or ()]
         if key == "karpenter.k8s.aws/instance-family" and op == "In":
-            families += values
+            families = values if families is None else [f for f in families if f in values]
         elif key == "node.kubernetes.io/instance-type" and op == "In":
-            types += values
+            types = values if types is None else [t for t in types if t in values]
         elif key == "karpenter.k8s.aws/instance-gpu-count" and op == "Gt" and values:
             min_gpus = max(min_gpus, int(values[0]) + 1)
+    field = "spec.template.spec.requirements"
     disruption = spec.get("disruption") or {}
     return _pool(where, (pool.get("metadata") or {}).get("name", "gpu"), families, types, min_gpus,
                  (spec.get("limits") or {}).get("nvidia.com/gpu"), disruption.get("consolidationPolicy"),
-                 disruption.get("consolidateAfter"), table, "spec.template.spec.requirements")
+                 disruption.get("consolidateAfter"), table, (field, field), pinned_in_families=False)
 
 
 def nodepool_from_values(path: Path = CHART_VALUES, table: Mapping[str, InstanceType] | None = None) -> NodePool:
     """The NodePool the chart renders from its values (``karpenter.nodePool``)."""
     where = relative(path)
-    [values] = _read(path) or [{}]
-    pool = (values.get("karpenter") or {}).get("nodePool") or {}
-    return _pool(where, pool.get("name", "gpu"), [str(f) for f in pool.get("instanceFamilies") or ()], [], 1,
+    values = load_yaml(str(path), "the chart's values", ShapeError)
+    pool = ((values if isinstance(values, dict) else {}).get("karpenter") or {}).get("nodePool") or {}
+    return _pool(where, pool.get("name", "gpu"), [str(f) for f in pool.get("instanceFamilies") or ()],
+                 [str(t) for t in pool.get("instanceTypes") or ()] or None, 1,
                  (pool.get("limits") or {}).get("nvidia.com/gpu"), pool.get("consolidationPolicy"),
-                 pool.get("consolidateAfter"), table, "karpenter.nodePool.instanceFamilies")
+                 pool.get("consolidateAfter"), table,
+                 ("karpenter.nodePool.instanceFamilies", "karpenter.nodePool.instanceTypes"), pinned_in_families=True)
 
 
-def _pool(where: str, name: str, families: list[str], types: list[str], min_gpus: int, limit: Any, policy: Any,
-          after: Any, table: Mapping[str, InstanceType] | None, field: str) -> NodePool:
+CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
+"""``consolidationPolicy``'s values in Karpenter v1.14.0 (``pkg/apis/v1/nodepool.go``; the chart's values ask for
+Karpenter 1.14+); :mod:`loadtest.nodes.karpenter` says how the model treats each."""
+
+
+def _pool(where: str, name: str, families: list[str] | None, types: list[str] | None, min_gpus: int, limit: Any,
+          policy: Any, after: Any, table: Mapping[str, InstanceType] | None, fields: tuple[str, str], *,
+          pinned_in_families: bool) -> NodePool:
+    """``pinned_in_families``: a pinned type of none of the families is an error (the chart's own check), not
+    merely a type the NodePool never launches."""
     table = load_instance_types() if table is None else table
     try:
-        chosen = resolve(families, table, families=True, where=f"{where}: {field}") + \
-            resolve(types, table, families=False, where=f"{where}: {field}")
+        by_family = None if families is None else resolve(families, table, families=True,
+                                                          where=f"{where}: {fields[0]}")
+        pinned = None if types is None else resolve(types, table, families=False, where=f"{where}: {fields[1]}")
     except InstanceTypeError as exc:
         raise ShapeError(str(exc)) from None
+    if by_family is not None and pinned is not None:
+        if pinned_in_families:
+            stray = next((t for t in pinned if t not in by_family), None)
+            if stray is not None:
+                raise ShapeError(f"{where}: {fields[1]}: {stray.name!r} is of none of {fields[0]} "
+                                 f"({', '.join(families or ())}), so the NodePool could never launch it")
+        chosen = tuple(t for t in by_family if t in pinned)  # the requirements are ANDed
+    else:
+        chosen = by_family if by_family is not None else pinned or ()
     chosen = tuple(t for t in chosen if t.gpus >= min_gpus)
     if not chosen:
+        field = fields[0] if fields[0] == fields[1] else f"{fields[0]} and {fields[1]}"
         raise ShapeError(f"{where}: {field}: selects no GPU instance type")
     gpu_limit = None
     if limit is not None:
@@ -127,9 +159,9 @@ def _pool(where: str, name: str, families: list[str], types: list[str], min_gpus
         except ValueError:
             raise ShapeError(f"{where}: limits.nvidia.com/gpu: expected a whole number of GPUs, got {limit!r}"
                              ) from None
-    if policy not in (None, "WhenEmpty", "WhenEmptyOrUnderutilized"):
-        raise ShapeError(f"{where}: disruption.consolidationPolicy: {policy!r} is not WhenEmpty or "
-                         "WhenEmptyOrUnderutilized")
+    if policy is not None and policy not in CONSOLIDATION_POLICIES:
+        raise ShapeError(f"{where}: disruption.consolidationPolicy: {policy!r} is not one of "
+                         f"{', '.join(CONSOLIDATION_POLICIES)}")
     consolidate_after: float | None = 0.0
     if after == "Never":
         consolidate_after = None
@@ -147,15 +179,16 @@ def load_node_groups(path: Path = EKSCTL_NODE_GROUPS, table: Mapping[str, Instan
     where = relative(path)
     table = load_instance_types() if table is None else table
     groups = []
-    for doc in _read(path):
-        for i, group in enumerate(doc.get("managedNodeGroups") or doc.get("nodeGroups") or ()):
-            instance = str(group.get("instanceType"))
-            if instance not in table:
-                raise ShapeError(f"{where}: managedNodeGroups[{i}].instanceType: {instance!r} has no known GPU count")
-            labels = group.get("labels") or {}
-            groups.append(NodeGroup(str(group.get("name", f"group-{i}")), table[instance],
-                                    int(group.get("minSize", 0)), int(group.get("maxSize", 1)),
-                                    ACCELERATOR_LABEL in labels))
+    doc = load_yaml(str(path), "the eksctl ClusterConfig", ShapeError)
+    doc = doc if isinstance(doc, dict) else {}
+    for i, group in enumerate(doc.get("managedNodeGroups") or doc.get("nodeGroups") or ()):
+        instance = str(group.get("instanceType"))
+        if instance not in table:
+            raise ShapeError(f"{where}: managedNodeGroups[{i}].instanceType: {instance!r} has no known GPU count")
+        labels = group.get("labels") or {}
+        groups.append(NodeGroup(str(group.get("name", f"group-{i}")), table[instance],
+                                int(group.get("minSize", 0)), int(group.get("maxSize", 1)),
+                                ACCELERATOR_LABEL in labels))
     if not groups:
         raise ShapeError(f"{where}: no managedNodeGroups in it")
     return tuple(groups)

@@ -5,12 +5,13 @@ Every default is a real-world figure in seconds (docs/capacity.md has the table 
 * ``launch_s`` 45 and ``ready_s`` 20: the provisioner's request to the Node registering (instance launch, boot,
   kubelet TLS bootstrap), then to the Node's Ready condition (CNI). 65 s launch to Ready is what Outreach measured on
   EKS nodes before tuning them (KubeFM, "Faster EKS Node and Pod Startup", 2026: 65 s, 45 s after).
-* ``gpu_s`` 115: Ready to ``nvidia.com/gpu`` allocatable (NVIDIA driver, container toolkit, device plugin). The rest
-  of the 3 minutes that the Cluster Autoscaler FAQ ("How fast is HPA when combined with CA?") gives from the
-  autoscaler's request to pods schedulable on the new node (3 to 4 minutes); Cluster Autoscaler's ``utils/gpu``
-  commit says a GPU node can take up to 15 minutes to report its GPUs once Ready, and Red Hat measured precompiled
-  driver containers saving 2 to 3 minutes of a GPU node's provisioning ("How precompiled drivers improve NVIDIA GPU
-  autoscaling on Red Hat OpenShift").
+* ``gpu_s`` 115: Ready to ``nvidia.com/gpu`` allocatable (NVIDIA driver, container toolkit, device plugin). An
+  estimate, derived: no source measures this phase on its own. The Cluster Autoscaler FAQ ("How fast is HPA when
+  combined with CA?") says that on GCE it usually takes 3 to 4 minutes from the autoscaler's request to pods
+  schedulable on a new node, for nodes in general, not GPU nodes; 115 s is what remains of its lower end, 3
+  minutes, after the 65 s above. Cluster Autoscaler's ``utils/gpu`` commit says a GPU node can take up to 15
+  minutes to report its GPUs once Ready, and Red Hat measured precompiled driver containers saving 2 to 3 minutes
+  of a GPU node's provisioning ("How precompiled drivers improve NVIDIA GPU autoscaling on Red Hat OpenShift").
 * ``image_pull_s`` 334: a 9.5 GB (compressed; 20.4 GB on disk) inference image pulled onto a node that does not
   have it: the EKS Blueprints "EKS Cluster w/ Cached ML Images" pattern measured 334 s for
   ``nvcr.io/nvidia/pytorch:24.08-py3`` (under 5 s from its EBS snapshot cache). The kubelet keeps pulled images, so
