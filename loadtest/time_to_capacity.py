@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadtest.nodes.cluster import unbound_seconds
 from loadtest.profile import Profile
 from loadtest.timeline import SyncRecord, TimelineRow
 
@@ -157,9 +158,7 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
                 phase = "decision"
             phases[phase] += step_s
     end = capacity_at if capacity_at is not None else surge.end
-    pending = sum(max(0.0, min(end, p.bound if p.bound is not None else (p.deleted if p.deleted is not None
-                                                                           else end)) - max(surge.start, p.created))
-                  for p in pods)
+    pending = sum(unbound_seconds(p.created, p.bound, p.deleted, surge.start, end) for p in pods)
     first_new = min((p for p in pods if ups and p.created >= ups[0].t - 1e-6 and p.created < end),
                     key=lambda p: p.created, default=None)
     first_wait = None

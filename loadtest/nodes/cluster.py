@@ -47,7 +47,14 @@ from dataclasses import dataclass, field
 from loadtest.nodes.instances import InstanceType
 from loadtest.nodes.timings import NodeTimings
 
-__all__ = ["Cluster", "Node", "Pod", "PodTemplate", "ReplicaSet"]
+__all__ = ["Cluster", "Node", "Pod", "PodTemplate", "ReplicaSet", "unbound_seconds"]
+
+
+def unbound_seconds(created: float, bound: float | None, deleted: float | None, since: float, until: float) -> float:
+    """How long a pod waited unbound between ``since`` and ``until``: from its creation to its binding, its deletion
+    or ``until``."""
+    end = bound if bound is not None else deleted
+    return max(0.0, min(until, end if end is not None else until) - max(created, since))
 
 
 @dataclass(frozen=True)
@@ -319,10 +326,5 @@ class Cluster:
     def pending_pod_seconds(self, now: float, owner: str | None = None, since: float = -math.inf) -> float:
         """How long pods (of ``owner``) waited unbound between ``since`` and ``now``: from creation to binding,
         deletion or ``now``."""
-        total = 0.0
-        for pod in self.all_pods():
-            if owner is not None and pod.owner != owner:
-                continue
-            end = pod.bound_at if pod.bound_at is not None else pod.deleted_at
-            total += max(0.0, min(now, end if end is not None else now) - max(pod.created_at, since))
-        return total
+        return sum(unbound_seconds(p.created_at, p.bound_at, p.deleted_at, since, now) for p in self.all_pods()
+                   if owner is None or p.owner == owner)
