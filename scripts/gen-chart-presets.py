@@ -11,7 +11,9 @@ The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the 
 * ``charts/gpu-autoscaler/files/gateway-presets.yaml`` holds the inference-gateway preset's ``rules`` (Object
   metrics on the InferencePool) and ``externalRules`` (External metrics selected by ``inference_pool``);
 * ``charts/gpu-autoscaler/files/capacity-presets.yaml`` holds the capacity-headroom preset's ``rules`` (Object
-  metric on Deployments) and ``externalRules`` (External metric selected by ``inference_pool``).
+  metrics on Deployments) and ``externalRules`` (External metrics selected by ``inference_pool``), each side for
+  both of its metrics, ``inference_queue_growth_rate`` and ``inference_request_rate_growth``
+  (``adapter.rules.capacityPresets`` or ``headroom.auto`` serves them).
 
 Run this after changing the presets (tests fail until you do):
 

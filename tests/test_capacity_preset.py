@@ -47,6 +47,7 @@ from adapter.rules.inference import INFERENCE_PRESETS, recording_rules
 from loadtest.hpa.spec import milli
 from loadtest.kube_state import OwnerSeries
 from tests.support.adapter_process import AdapterProcess
+from tests.support.counting_proxy import CountingProxy
 from tests.support.fake_kube import FakeKube
 from tests.support.keda import KedaClient
 from tests.support.metrics_endpoint import MetricsEndpoint
@@ -231,7 +232,9 @@ class Stack:
         (tmp / "rules.yaml").write_text(capacity_yaml("10s", "1s", "5s", count_window=COUNT_WINDOW))
         self.rules = tmp / "rules.yaml"
         self.scaler_port = free_port()
-        self.adapter = self.running.enter_context(AdapterProcess(self.prom.url, str(tmp / "certs"), [
+        self.proxy = CountingProxy(self.prom.url)  # counts the instant queries the adapter sends
+        self.running.callback(self.proxy.stop)
+        self.adapter = self.running.enter_context(AdapterProcess(self.proxy.url, str(tmp / "certs"), [
             "--config", str(self.rules), "--metrics-relist-interval", "1s", "--keda-scaler-port",
             str(self.scaler_port), "--keda-scaler-insecure"]))
         self.kube = FakeKube()
@@ -376,6 +379,34 @@ def test_explain_shows_the_slope_query(stack: Stack) -> None:
         assert "rate(llm_d_epp_request_total{" in rule["promql"] and 'inference_pool="grow"' in rule["promql"]
     [item] = report["items"]
     assert milli(item["value"]) / 1000 == pytest.approx(1.0, abs=0.15)
+
+
+def test_the_object_rules_read_the_servers_in_the_requests_namespace_only(stack: Stack) -> None:
+    # Prometheus carries no matcher across the join with the owner series: the servers' own selectors must name the
+    # request's namespace, as the External arrivals query does, or each sync reads every pod of the cluster.
+    for name, metric in (("grow", GROWTH_METRIC), ("rgrow", REQUEST_GROWTH_METRIC)):
+        report = explain(stack, f"{CUSTOM}/namespaces/llm/deployments.apps/{name}/{metric}")
+        [rule] = report["rules"]
+        assert 'namespace!=""' not in rule["promql"]
+        assert 'namespace=~"llm",pod!=""' in rule["promql"], rule["promql"]
+        [item] = report["items"]
+        assert milli(item["value"]) / 1000 > 0
+    for rule in capacity_preset().external_rules:
+        assert 'namespace!=""' not in rule.metrics_query.source
+
+
+def test_an_external_request_asks_one_freshness_query_for_its_two_rules(stack: Stack) -> None:
+    # The pool's saturation gauge is discovered under both name generations, so the request has two rules (their
+    # queries render the same and are sent once), but only the first rule's answer is served: its freshness is the
+    # only one asked. The selector's set form is used by no other test, so no cached answer stands in for a query.
+    stack.proxy.queries.clear()
+    reply = stack.adapter.get(f"{EXTERNAL}/namespaces/llm/{REQUEST_GROWTH_METRIC}",
+                              labelSelector="inference_pool in (grow,unseen)")
+    assert stack._value(reply, REQUEST_GROWTH_METRIC) is not None
+    sent = {q: n for q, n in stack.proxy.queries.items() if 'inference_pool=~"grow|unseen"' in q}
+    freshness = [q for q in sent if q.startswith("count_over_time(")]
+    assert len(freshness) == 1 and sent[freshness[0]] == 1, sent
+    assert sum(sent.values()) == 2, sent  # the metric's query once, its freshness once
 
 
 def test_the_keda_scaler_serves_it(stack: Stack) -> None:

@@ -48,11 +48,12 @@ class ExternalMetrics:
         values, max_age_s = to_label_values(requirements), self.engine.max_sample_age()
         queries, freshness = [], []
         try:
-            for b in bindings:
+            for i, b in enumerate(bindings):
                 args = external_args(b, namespace=namespace if b.namespaced else None, metric_matchers=matchers,
                                      metric_values=values)
                 queries.append(render_query(b.rule.metrics_query, args))
-                freshness.append(query_freshness(b, args.label_matchers, (), max_age_s))
+                # Only the first rule's answer is served (``_items``), so only its freshness is asked.
+                freshness.append(query_freshness(b, args.label_matchers, (), max_age_s) if i == 0 else None)
         except QueryError as exc:
             raise bad_request(str(exc)) from None
         return QueryPlan(tuple(bindings), tuple(queries), None, tuple(freshness))

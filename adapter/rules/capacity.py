@@ -35,10 +35,10 @@ Each is served two ways, like the presets it builds on:
   ``inference_pool``: a series that carries that label is needed, and the saturation gauge is one that is there
   whether or not anything waits (the adapter checks the first discovered name, the previous generation's, which
   llm-d-router still exports beside its own);
-* Object on ``deployments.apps``: the inference servers of the Deployment's pods (vLLM, Triton, TGI, SGLang), added
-  up over the pods through the pod -> Deployment recording rule the inference presets use (kube-state-metrics'
-  owner series). The queue is each server's waiting gauge, as the inference presets name them; the arrival rate is
-  each server's request counter (:data:`SERVER_ARRIVALS`).
+* Object on ``deployments.apps``: the inference servers of the Deployment's pods (vLLM, Triton, TGI, SGLang), read
+  in the request's namespace only and added up over the pods through the pod -> Deployment recording rule the
+  inference presets use (kube-state-metrics' owner series). The queue is each server's waiting gauge, as the
+  inference presets name them; the arrival rate is each server's request counter (:data:`SERVER_ARRIVALS`).
 
 Queue series come and go (a new pod, a drained flow), so the demand is first added up at every ``step`` of a
 subquery and the slope taken over that: a series that appears or vanishes does not read as a jump of its own.
@@ -50,8 +50,13 @@ from dataclasses import dataclass
 from functools import cache
 
 from adapter.rules.config import RulesConfig, parse_document
-from adapter.rules.gateway import GATEWAY_METRICS
-from adapter.rules.inference import DEPLOYMENT_RESOURCES, POD_DEPLOYMENT_RULE, POD_MATCHERS
+from adapter.rules.gateway import GATEWAY_METRICS, IN_NAMESPACE, NAMESPACE_ONLY, preset_rule
+from adapter.rules.inference import (
+    DEPLOYMENT_MATCHERS,
+    DEPLOYMENT_RESOURCES,
+    POD_DEPLOYMENT_RULE,
+    RATE_WINDOW,
+)
 from adapter.rules.resources import BUILTIN, ResourceTable
 from clikit.durations import parse_prometheus_duration
 
@@ -69,13 +74,12 @@ WINDOW = "2m"
 """The slope's window: four samples at a 30 s scrape interval, eight at 15 s; short next to a GPU node's minutes."""
 STEP = "15s"
 """The subquery's resolution: the demand is added up every ``STEP`` over the window."""
-RATE_WINDOW = "2m"
-"""The request counters' ``rate`` window, as the inference presets' (adapter/rules/inference.py): two samples at a
-1-minute scrape interval."""
 
 NOISE_SIGMAS = 2
-"""How many standard deviations of a flat Poisson load's rate slope the request-rate growth leaves out (one-sided:
-about 2 % of a flat load's samples still read above 0)."""
+"""How many standard deviations of a flat Poisson load's rate slope the request-rate growth leaves out. How many of
+a flat load's reads still come out above 0 depends on the scrape interval: through Prometheus, about 4 % with a 15 s
+scrape and 6 % with a 30 s one (``rate`` then extrapolates from fewer samples), at 8 to 100 requests/s, against half
+of them without the margin (``python bench/headroom_noise.py``)."""
 
 SERVER_QUEUES: tuple[str, ...] = ("vllm:num_requests_waiting", "nv_inference_pending_request_count",
                                   "tgi_queue_size", "sglang:num_queue_reqs", "sglang:num_requests_waiting")
@@ -118,12 +122,13 @@ EPP_REQUESTS: tuple[str, str] = ("llm_d_epp_request_total", "inference_objective
 Gateway API Inference Extension's (``pkg/epp/metrics/metrics.go``, v1.1.0 on). llm-d-router exports both, so the
 first that a pod reports is taken."""
 
-_NAMESPACE_ONLY = "{overrides: {namespace: {resource: namespace}}}"
 _QUEUE_SIZE, _SATURATION = (next(m for m in GATEWAY_METRICS if m.names[0] == name) for name in (
     "llm_d_epp_flow_control_queue_size", "llm_d_epp_flow_control_pool_saturation"))
+_PODS = f'{IN_NAMESPACE},pod!=""'
+"""A server's series: the request's namespace only. The join with the owner series narrows to the Deployment, but
+Prometheus carries no matcher across ``on (...)``: without this every pod of every namespace would be read."""
 POOL_SERIES = f'{{__name__=~"{"|".join(_SATURATION.names)}",inference_pool!="",namespace!=""}}'
 """What the External rules discover from: one series per pool under flow control (and EPP replica)."""
-_NS = '<<index .LabelValuesByName "namespace">>'
 
 
 def _growth(demand: str, window: str, step: str) -> str:
@@ -138,7 +143,13 @@ def _rate_growth(arrivals: str, window: str, step: str, count_window: str) -> st
     rates measured a slope window (W s) apart differ by sqrt(2 r / C) (one standard deviation) and their slope by
     that over W. :data:`NOISE_SIGMAS` of those are taken off: what is left is growth, and a flat load reads 0, so an
     HPA that may scale to zero (which sizes from 0 as ceil(value / target), with no tolerance) does not buy a GPU
-    node for a wobble."""
+    node for a wobble.
+
+    ``arrivals`` is written out twice, inside the subquery and in the noise term, so Prometheus evaluates it twice
+    (about 10 % more work for the rule): PromQL has no common subexpressions or variables, and the noise term needs
+    the current rate, a value the subquery's ``deriv`` does not expose. Only a recording rule per Deployment for the
+    arrivals (as ``inference.recording_rules`` has for the inference presets) would share it, and it would also
+    replace the subquery; a design change left for later."""
     c, w = parse_prometheus_duration(count_window), parse_prometheus_duration(window)
     noise = f"{NOISE_SIGMAS:g} * sqrt(2 * clamp_min({arrivals}, 0) / {c:g}) / {w:g}"
     return f"clamp_min(deriv(({arrivals})[{window}:{step}]) - {noise}, 0)"
@@ -169,7 +180,7 @@ def gateway_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
     that report the pool, plus the growth of their flow-control queues (not counted until dispatched); 0 for a pool
     under flow control that has had no request. Each name generation is read on its own (``rate`` and ``deriv`` drop
     the name, so two names in one selector would give series with the same labels), the current first."""
-    per_pod = " or ".join(f"sum by (namespace, pod) (rate({name}{{namespace=~\"{_NS}\"}}[{rate_window}]))"
+    per_pod = " or ".join(f"sum by (namespace, pod) (rate({name}{{{IN_NAMESPACE}}}[{rate_window}]))"
                           for name in EPP_REQUESTS)
     pool = _names(_SATURATION.names, "<<.LabelMatchers>>")
     dispatched = f"sum(({per_pod}) * on (namespace, pod) group by (namespace, pod) ({pool}))"
@@ -187,8 +198,9 @@ def _change(gauge: str, window: str, by: str) -> str:
 
 
 def server_queue_query() -> str:
-    """Requests waiting in the servers of the Deployments the matchers name, one value per Deployment."""
-    per_pod = f"max by (namespace, pod) (sum by (namespace, pod, __name__) ({_names(SERVER_QUEUES, POD_MATCHERS)}))"
+    """Requests waiting in the servers of the Deployments the matchers name, one value per Deployment (the servers'
+    series read in the request's namespace only, as :func:`gateway_arrivals_query` reads the EPP's)."""
+    per_pod = f"max by (namespace, pod) (sum by (namespace, pod, __name__) ({_names(SERVER_QUEUES, _PODS)}))"
     return _per_deployment(per_pod)
 
 
@@ -198,18 +210,10 @@ def server_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
     with the same labels)."""
     families = []
     for server in SERVER_ARRIVALS:
-        pod = POD_MATCHERS
-        terms = [f"sum by (namespace, pod) (rate({name}{{{pod}}}[{rate_window}]))" for name in server.counters]
-        terms += [_change(f"{name}{{{pod}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
+        terms = [f"sum by (namespace, pod) (rate({name}{{{_PODS}}}[{rate_window}]))" for name in server.counters]
+        terms += [_change(f"{name}{{{_PODS}}}", rate_window, "sum by (namespace, pod)") for name in server.in_flight]
         families.append(f"({' + '.join(terms)})")
     return _per_deployment(f"({' or '.join(families)})", rate_window)
-
-
-def _rule(series: str, resources: str, name: str, query: str) -> str:
-    """One rule as YAML text, in the flow style of the other presets (strings single-quoted; none holds one)."""
-    assert "'" not in query + series
-    return (f"- seriesQuery: '{series}'\n  resources: {resources}\n  name: {{as: {name}}}\n"
-            f"  metricsQuery: '{query}'\n")
 
 
 def capacity_rules(window: str = WINDOW, step: str = STEP, rate_window: str = RATE_WINDOW,
@@ -218,13 +222,13 @@ def capacity_rules(window: str = WINDOW, step: str = STEP, rate_window: str = RA
     counters' rates over ``rate_window``; ``count_window`` (default ``rate_window``) is the real time those rates
     count requests over, for the noise margin (a compressed clock shortens the windows, not the counts)."""
     count = count_window or rate_window
-    deployments = f'{POD_DEPLOYMENT_RULE}{{namespace!="",deployment!=""}}'
-    rules = [_rule(deployments, DEPLOYMENT_RESOURCES, GROWTH_METRIC, _growth(server_queue_query(), window, step)),
-             _rule(deployments, DEPLOYMENT_RESOURCES, REQUEST_GROWTH_METRIC,
-                   _rate_growth(server_arrivals_query(rate_window), window, step, count))]
-    external = [_rule(POOL_SERIES, _NAMESPACE_ONLY, GROWTH_METRIC, _growth(gateway_queue_query(), window, step)),
-                _rule(POOL_SERIES, _NAMESPACE_ONLY, REQUEST_GROWTH_METRIC,
-                      _rate_growth(gateway_arrivals_query(rate_window), window, step, count))]
+    deployments = f"{POD_DEPLOYMENT_RULE}{{{DEPLOYMENT_MATCHERS}}}"
+    rules = [preset_rule(GROWTH_METRIC, DEPLOYMENT_RESOURCES, _growth(server_queue_query(), window, step), deployments),
+             preset_rule(REQUEST_GROWTH_METRIC, DEPLOYMENT_RESOURCES,
+                         _rate_growth(server_arrivals_query(rate_window), window, step, count), deployments)]
+    external = [preset_rule(GROWTH_METRIC, NAMESPACE_ONLY, _growth(gateway_queue_query(), window, step), POOL_SERIES),
+                preset_rule(REQUEST_GROWTH_METRIC, NAMESPACE_ONLY,
+                            _rate_growth(gateway_arrivals_query(rate_window), window, step, count), POOL_SERIES)]
     return rules, external
 
 

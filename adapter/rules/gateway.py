@@ -52,8 +52,8 @@ from functools import cache
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 
-__all__ = ["GATEWAY_METRICS", "GATEWAY_PRESET", "INFERENCE_POOL_GROUPS", "EppMetric", "gateway_preset",
-           "gateway_rules", "gateway_yaml"]
+__all__ = ["GATEWAY_METRICS", "GATEWAY_PRESET", "INFERENCE_POOL_GROUPS", "IN_NAMESPACE", "NAMESPACE_ONLY", "EppMetric",
+           "gateway_preset", "gateway_rules", "gateway_yaml", "preset_rule"]
 
 GATEWAY_PRESET = "inference-gateway"
 INFERENCE_POOL_GROUPS = ("inference.networking.k8s.io", "inference.networking.x-k8s.io")
@@ -68,7 +68,11 @@ SERIES_QUERY = f'{{__name__=~"{"|".join(READY)}",name!="",namespace!=""}}'
 _NS = '<<index .LabelValuesByName "namespace">>'
 # External: the pool named by the selector's inference_pool value (matchLabels or In), as the pool gauges label it.
 _SELECTED_POOLS = f'name=~"<<index .LabelValuesByName "inference_pool">>",namespace=~"{_NS}"'
-_IN_NAMESPACE = f'namespace=~"{_NS}"'
+IN_NAMESPACE = f'namespace=~"{_NS}"'
+"""The request's namespace: a series joined with ``on (...)`` needs it in its own selector (Prometheus carries no
+matcher across a join)."""
+NAMESPACE_ONLY = "{overrides: {namespace: {resource: namespace}}}"
+"""An External rule's resources: the series' ``namespace`` label is the request's namespace."""
 _PER_POOL = "max by (namespace, name)"  # EPP replicas report the same pool: one value per pool
 
 
@@ -103,7 +107,7 @@ class EppMetric:
         ready = _either(READY, "<<.LabelMatchers>>")
         if self.flow:
             # The flows as the pool gauges name pools, kept for the objects asked (a pool and its namespace).
-            flows = (f'label_replace({_either(self.names, _IN_NAMESPACE)}, '
+            flows = (f'label_replace({_either(self.names, IN_NAMESPACE)}, '
                      '"name", "$1", "inference_pool", "(.+)")')
             value = f"{self.pools} by (<<.GroupBy>>) ({flows} and on (namespace, name) {ready})"
             if not self.empty_is_zero:
@@ -144,10 +148,11 @@ def _flow_control_on(pools: str) -> str:
     return f"{pools} and on (job, instance) {_either(DISPATCH_CYCLES, '')}"
 
 
-def _rule(api_name: str, resources: str, query: str) -> str:
-    """One rule as YAML text, in the flow style of the other presets (strings single-quoted; none holds one)."""
-    assert "'" not in query + api_name
-    return (f"- seriesQuery: '{SERIES_QUERY}'\n  resources: {resources}\n  name: {{as: {api_name}}}\n"
+def preset_rule(api_name: str, resources: str, query: str, series: str = SERIES_QUERY) -> str:
+    """One rule as YAML text, in the flow style of the other presets (strings single-quoted; none holds one),
+    discovered from ``series`` (the capacity-headroom preset passes its own)."""
+    assert "'" not in query + api_name + series
+    return (f"- seriesQuery: '{series}'\n  resources: {resources}\n  name: {{as: {api_name}}}\n"
             f"  metricsQuery: '{query}'\n")
 
 
@@ -157,9 +162,8 @@ def gateway_rules() -> tuple[list[str], list[str]]:
     for group in INFERENCE_POOL_GROUPS:
         resources = (f"{{overrides: {{namespace: {{resource: namespace}}, "
                      f"name: {{group: {group}, resource: inferencepools}}}}}}")
-        rules += [_rule(api, resources, m.object_query()) for m in GATEWAY_METRICS for api in m.names]
-    ns_only = "{overrides: {namespace: {resource: namespace}}}"
-    external += [_rule(api, ns_only, m.external_query()) for m in GATEWAY_METRICS for api in m.names]
+        rules += [preset_rule(api, resources, m.object_query()) for m in GATEWAY_METRICS for api in m.names]
+    external += [preset_rule(api, NAMESPACE_ONLY, m.external_query()) for m in GATEWAY_METRICS for api in m.names]
     return rules, external
 
 

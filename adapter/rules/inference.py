@@ -44,15 +44,17 @@ from functools import cache
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 
-__all__ = ["DEPLOYMENT_RESOURCES", "INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "POD_MATCHERS", "Gauge", "Preset",
-           "Quantile", "Rate", "inference_preset",
-           "preset_rules", "preset_yaml", "recording_rules"]
+__all__ = ["DEPLOYMENT_MATCHERS", "DEPLOYMENT_RESOURCES", "INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "POD_MATCHERS",
+           "RATE_WINDOW", "Gauge", "Preset", "Quantile", "Rate", "inference_preset", "preset_rules", "preset_yaml",
+           "recording_rules"]
 
 RATE_WINDOW = "2m"
 """Long enough for two samples at the common 30 s / 1 m scrape intervals."""
 
 POD_DEPLOYMENT_RULE = "namespace_deployment_pod:kube_pod_owner:relabel"
 """Recorded series mapping each pod to its Deployment (value 1; labels ``namespace``, ``pod``, ``deployment``)."""
+DEPLOYMENT_MATCHERS = 'namespace!="",deployment!=""'
+"""The matchers of a series per Deployment (the per-Deployment rules discover from these)."""
 
 _POD_DEPLOYMENT_EXPR = (
     'max by (namespace, pod, deployment) ('
@@ -198,10 +200,9 @@ def _rule(series: str, api_name: str, matchers: str, resources: str, query: str)
 def preset_rules(preset: Preset) -> list[str]:
     """The preset's adapter rules as YAML text: every per-pod rule, then every per-Deployment rule."""
     rules = [rule for metric in preset.metrics for rule in metric.pod_rules()]
-    deployment = 'namespace!="",deployment!=""'
     for metric in preset.metrics:
         for api in metric.api_names:
-            rules.append(_rule(metric.recorded, api, deployment, DEPLOYMENT_RESOURCES,
+            rules.append(_rule(metric.recorded, api, DEPLOYMENT_MATCHERS, DEPLOYMENT_RESOURCES,
                                "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})"))
     return rules
 

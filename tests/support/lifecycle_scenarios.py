@@ -493,10 +493,11 @@ def restart_exporter(c: Cluster) -> Report:
                     if a.status == 404 or (a.status == 200 and (a.pods or 0) < expected)]
     fleet_missing = [a for a in report.asked if a.hpa in affected and a.ok and (a.pods or 0) < expected]
     # While the node's series are stale (the exporter down, then until its next scrape), an HPA whose pods all live
-    # there gets 404: no value is the truth, never a made-up one. Any other failure, or a 404 later than one scrape
-    # interval after the exporter is back, breaks the goal.
+    # there gets 404: no value is the truth, never a made-up one. Any other failure, or a 404 asked before the
+    # exporter was stopped or later than one scrape interval after it is back, breaks the goal.
     window_end = back_at + c.settings.scrape_interval_s + 0.5
-    stale_404 = [a for a in report.failed if a.hpa in affected and a.status == 404 and a.started <= window_end]
+    stale_404 = [a for a in report.failed
+                 if a.hpa in affected and a.status == 404 and stopped_at <= a.started <= window_end]
     report.notes.update({
         "exporter down (s)": back_at - stopped_at, "exporter start (s)": start_s,
         "pods missing, as the adapter answered (s)": (max(seen_missing) - min(seen_missing)) if seen_missing else 0.0,
