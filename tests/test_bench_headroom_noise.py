@@ -3,14 +3,13 @@ capacity-headroom preset's own request-rate growth query and through the same sl
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from adapter.rules.capacity import NOISE_SIGMAS, RATE_WINDOW, WINDOW
+from tests.support.scripts import load_script
 from tests.support.tools import require_tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.tools]
@@ -19,12 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "headroom_noise.py"
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("headroom_noise_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/headroom_noise.py", "headroom_noise_bench")
 
 
 def test_a_flat_load_reads_above_zero_about_half_the_time_without_the_margin_and_rarely_with_it(

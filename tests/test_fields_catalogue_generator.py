@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.scripts import load_script as load_repo_script
 
 pytestmark = pytest.mark.unit
 
@@ -81,11 +82,7 @@ TABLE = """
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_dcgm_fields", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_repo_script("scripts/gen-dcgm-fields.py", "gen_dcgm_fields")
 
 
 def test_header_names_ids_and_deprecated_aliases() -> None:

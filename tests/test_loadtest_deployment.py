@@ -8,6 +8,8 @@ import asyncio
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -30,6 +32,29 @@ pytestmark = pytest.mark.e2e
 PODS = normalise_resource("pods")
 
 
+@dataclass(frozen=True)
+class Parts:
+    workdir: Path
+    processes: ChildProcesses
+    kubelet: PodResourcesServer
+
+
+@pytest.fixture
+def parts() -> Iterator[Parts]:
+    """A work directory (under /tmp: unix socket paths must stay short), the process registry and a running kubelet
+    PodResources server; everything stopped and removed afterwards."""
+    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))
+    processes = ChildProcesses(workdir / "logs", "test-run")
+    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
+    kubelet.start()
+    try:
+        yield Parts(workdir, processes, kubelet)
+    finally:
+        processes.stop_all()
+        kubelet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def selected(objects: Path) -> list[str] | None:
     return asyncio.run(StandaloneObjects(str(objects)).names(PODS, "demo", parse_selector("app=infer")))
 
@@ -42,11 +67,8 @@ def test_documents_are_what_the_exporter_and_adapter_accept(tmp_path: Path) -> N
     assert selected(objects) == ["infer-0", "infer-1"]
 
 
-def test_replicas_are_published_measured_and_stopped() -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))  # unix socket paths must stay short
-    processes = ChildProcesses(workdir / "logs", "test-run")
-    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
-    kubelet.start()
+def test_replicas_are_published_measured_and_stopped(parts: Parts) -> None:
+    workdir, processes, kubelet = parts.workdir, parts.processes, parts.kubelet
     objects, gpu_state = workdir / "objects.json", workdir / "gpu.json"
 
     async def scenario() -> None:
@@ -86,22 +108,14 @@ def test_replicas_are_published_measured_and_stopped() -> None:
         finally:
             await deployment.close()
 
-    try:
-        asyncio.run(scenario())
-        assert processes.children and not [c for c in processes.children if c.alive]
-    finally:
-        processes.stop_all()
-        kubelet.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    asyncio.run(scenario())
+    assert processes.children and not [c for c in processes.children if c.alive]
 
 
-def test_a_replica_scaled_away_before_it_listens_is_stopped_and_fails_nothing() -> None:
+def test_a_replica_scaled_away_before_it_listens_is_stopped_and_fails_nothing(parts: Parts) -> None:
     """The HPA may take back a replica whose process has not yet said where it listens (a busy machine); its
     stop closes its output, which is the scale-down working, not a replica that failed to start."""
-    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))
-    processes = ChildProcesses(workdir / "logs", "test-run")
-    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
-    kubelet.start()
+    workdir, processes, kubelet = parts.workdir, parts.processes, parts.kubelet
 
     async def scenario() -> None:
         deployment = LocalDeployment(DeploymentConfig(max_replicas=2), processes, kubelet,
@@ -121,12 +135,7 @@ def test_a_replica_scaled_away_before_it_listens_is_stopped_and_fails_nothing() 
         finally:
             await deployment.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        processes.stop_all()
-        kubelet.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    asyncio.run(scenario())
 
 
 class RecordingGate:
@@ -151,14 +160,11 @@ class RecordingGate:
         self.events.append(("mark_ready", name))
 
 
-def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts() -> None:
+def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: Parts) -> None:
     """A replica's pod exists (Pending, selected by the adapter) from the scale-up, but its process starts, holds
     its GPU and is published to the kubelet only once the gate says its pod may start; a pod scaled away while it
     still waits is deleted from the gate, with nothing to stop."""
-    workdir = Path(tempfile.mkdtemp(prefix="deploy-", dir="/tmp"))
-    processes = ChildProcesses(workdir / "logs", "test-run")
-    kubelet = PodResourcesServer(str(workdir / "kubelet.sock"))
-    kubelet.start()
+    workdir, processes, kubelet = parts.workdir, parts.processes, parts.kubelet
     objects = workdir / "objects.json"
     gate = RecordingGate()
 
@@ -217,9 +223,4 @@ def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts() -> Non
         finally:
             await deployment.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        processes.stop_all()
-        kubelet.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    asyncio.run(scenario())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +12,7 @@ import pytest
 from exporter.fields import FIELDS
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -21,11 +21,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "nvml_fields.py"
 
 
 def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nvml_fields_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/nvml_fields.py", "nvml_fields_bench")
 
 
 def test_every_field_of_every_gpu_is_read_and_its_outcome_said(fake_nvml: FakeNvml, tmp_path: Path,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.unit
 
@@ -14,11 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "pyspy.py"
 
 
 def load_pyspy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pyspy_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/pyspy.py", "pyspy_bench")
 
 
 pyspy = load_pyspy()
