@@ -13,12 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 
 from adapter.auth.stack import add_client_cas
 from adapter.server.certreload import ServingCertificate
-from adapter.server.serving import server_context, uvicorn_config
+from adapter.server.serving import guarded_server, server_context
 from tests.support.adapter_metrics import metric_value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.certs import Issued, issue, make_ca
@@ -157,7 +156,7 @@ def test_client_certificates_verify_the_same_after_a_renewal(tmp_path: Path) -> 
                                  lambda c, k: server_context(c, k, None, request_client_certs=True))
     serving.configure(lambda ctx: add_client_cas(ctx, PROXY_CA.cert_pem))
     port = free_port()
-    server = uvicorn.Server(uvicorn_config(echo_client_chain, "127.0.0.1", port, serving.listening, lifespan="off"))
+    server = guarded_server(echo_client_chain, "127.0.0.1", port, serving.listening, lifespan="off")
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started, 10, "uvicorn started", interval=0.02)

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 
 from adapter.auth.stack import add_client_cas
-from adapter.server.serving import server_context, uvicorn_config
+from adapter.server.serving import guarded_server, server_context
 from tests.support.certs import Issued, issue, make_ca
 from tests.support.prometheus import free_port
 from tests.support.waiting import wait_until
@@ -39,7 +38,7 @@ class Served:
         cert, key = issue(SERVER_CA, "adapter", client=False, server_names=("127.0.0.1",)).write(tmp, "serving")
         self.ctx = server_context(cert, key, PROXY_CA.cert_pem, request_client_certs=True)
         self.port = free_port()
-        self.server = uvicorn.Server(uvicorn_config(echo_tls, "127.0.0.1", self.port, self.ctx, lifespan="off"))
+        self.server = guarded_server(echo_tls, "127.0.0.1", self.port, self.ctx, lifespan="off")
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         wait_until(lambda: self.server.started, 10, "uvicorn started", interval=0.02)

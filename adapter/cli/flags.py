@@ -137,6 +137,29 @@ SHUTDOWN = (  # k8s.io/apiserver's flags of the same names (pkg/server/options/s
          "How long requests in flight may take to finish once the delay is over; then the process exits. The "
          "pod's terminationGracePeriodSeconds must cover the delay plus this."),
 )
+LIMITS = (  # what a client gets before it is authenticated (listener/, docs/adapter.md "Hostile clients")
+    Flag("--max-requests-inflight", int, 400,
+         "Requests answered at once (probes and /metrics not counted); the next ones get 429 with Retry-After: 1, "
+         "which client-go (the HPA controller, through the aggregator) retries. kube-apiserver's flag and default; "
+         "0: no limit.", range=(0, 100000)),
+    Flag("--request-timeout", str, "60s",
+         "A request not answered within this gets 504 (kube-apiserver's flag and default); its connection is "
+         "dropped if the answer is still unwritten 10s later (a client that stopped reading)."),
+    Flag("--read-header-timeout", str, "32s",
+         "The TLS handshake, and then each request's line and headers, must arrive within this (kube-apiserver's "
+         "ReadHeaderTimeout); then the connection is closed."),
+    Flag("--idle-timeout", str, "90s",
+         "A kept-alive connection is closed after this long without a request (kube-apiserver's IdleTimeout, "
+         "Go's http.DefaultTransport keep-alive)."),
+    Flag("--max-header-bytes", int, 1 << 20,
+         "Request line and headers larger than this (plus Go's 4 KiB slack) are answered 431 and the rest is not "
+         "read (kube-apiserver's MaxHeaderBytes); a request line over 64 KiB gets 414.",
+         range=(4096, 64 << 20)),
+    Flag("--max-waiting-connections", int, 1000,
+         "Connections without a request in progress (in the TLS handshake, sending headers, or idle between "
+         "requests): past this many, the one waiting longest is closed (about 30-50 KiB each).",
+         range=(1, 1000000)),
+)
 DISCOVERY = (
     Flag("--metrics-relist-interval", str, "1m", "How often Prometheus' series are listed again."),
     Flag("--metrics-max-age", str | None, None,
@@ -206,7 +229,7 @@ KEDA = (
     Flag("--keda-scaler-stream-interval", str, "5s",
          "How often a StreamIsActive stream (trigger type external-push) evaluates its trigger."),
 )
-SERVE = (*PROMETHEUS, *SERVING, *SHUTDOWN, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
+SERVE = (*PROMETHEUS, *SERVING, *LIMITS, *SHUTDOWN, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
 
 # -- check and explain --------------------------------------------------------------------------------------------
 CHECK = (*PROMETHEUS_FOR_TOOLS, Flag("--metrics-max-age", str, "5m", "Look-back for series discovery."))

@@ -32,7 +32,8 @@ from adapter.server.lifecycle import run as run_until_stopped
 from adapter.server.logs import FORMATS, configure_logging
 from adapter.server.parts import AdapterState
 from adapter.server.selfmetrics import AdapterMetrics
-from adapter.server.serving import listening_socket, server_context, uvicorn_config
+from adapter.server.serving import guard, listening_socket, server_context, uvicorn_config
+from listener.limits import raise_open_files_limit
 
 log = logging.getLogger("adapter")
 
@@ -44,10 +45,12 @@ def serve(options: Options) -> None:
     configure_logging(options.v, options.logging_format)
     adapter = build(options)
     lifecycle = adapter.state.lifecycle
+    guard = adapter.state.listener
+    assert guard is not None
     server = GracefulServer(uvicorn_config(create_app(adapter.state), options.bind_address, options.secure_port,
-                                           adapter.tls, log_config=None,
+                                           adapter.tls, listener=guard, log_config=None,
                                            timeout_graceful_shutdown=lifecycle.listener_close_timeout_s),
-                            lifecycle)
+                            lifecycle, guard)
     try:
         sock = listening_socket(options.bind_address, options.secure_port, reuse_port=options.permit_port_sharing)
     except OSError as exc:
@@ -64,6 +67,7 @@ def serve(options: Options) -> None:
     # Everything built so far (modules, rules, the app) lives as long as the process: out of the collector's sight,
     # a full collection no longer walks it all.
     gc.freeze()
+    raise_open_files_limit()  # every connection is a descriptor: the limit must not be what refuses them
     run_until_stopped(server, sockets=[sock])
 
 
@@ -102,6 +106,7 @@ def build(options: Options) -> Adapter:
     if bool(o.tls_cert_file) != bool(o.tls_private_key_file):
         raise UsageError("--tls-cert-file and --tls-private-key-file go together")
     keda_options = keda_flags(o)
+    limits, requests = values.listener_limits(o)
     api_client = load_api_client(o.kubeconfig)
     resources = _resource_discovery(api_client, values.duration_or_zero(o.discovery_interval, "--discovery-interval"))
     rules = RulesSource.load(o.config, interval_s=reload_interval, table=resources.table if resources else BUILTIN)
@@ -134,7 +139,8 @@ def build(options: Options) -> Adapter:
     state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
                          metrics=metrics, lifecycle=Lifecycle(shutdown), rules=rules, cache=cache, auth=auth,
                          serving=serving, resources=resources,
-                         kube=resolver if api_client is not None else None)  # type: ignore[arg-type]
+                         kube=resolver if api_client is not None else None,  # type: ignore[arg-type]
+                         requests=requests, listener=guard(serving.listening, limits))
     if keda_options is not None:
         state.scaler = keda_scaler(o, keda_options, state, cert, key)
     state.connect()  # what triggers what: AdapterState.triggers

@@ -13,8 +13,10 @@ from adapter.prometheus import credentials
 from adapter.prometheus.client import PrometheusConfig, header_name_ok, header_value_ok
 from adapter.prometheus.credentials import PrometheusCredentials
 from adapter.rules import RulesConfig, gpu_presets, load_rules
+from adapter.server.inflight import RequestLimits
 from adapter.server.lifecycle import ShutdownSettings
 from adapter.server.serving import TLSSettings, TLSSettingsError
+from listener.limits import Limits
 
 log = logging.getLogger("adapter")
 
@@ -47,6 +49,21 @@ def shutdown_settings(delay: str, send_retry_after: bool, drain_timeout: str) ->
         raise UsageError("--shutdown-send-retry-after needs --shutdown-delay-duration (e.g. 15s): without a delay, "
                          "new requests would get 429 while the Service still sends them here")
     return ShutdownSettings(delay_s, duration_or_zero(drain_timeout, "--shutdown-drain-timeout"), send_retry_after)
+
+
+# The adapter drops a connection whose answer is still unwritten this long after --request-timeout.
+WRITE_GRACE_S = 10.0
+
+
+def listener_limits(o: Options) -> tuple[Limits, RequestLimits]:
+    """The ``LIMITS`` flags: what a connection gets before it is authenticated, and requests at once."""
+    timeout = duration(o.request_timeout, "--request-timeout")
+    limits = Limits(read_header_timeout_s=duration(o.read_header_timeout, "--read-header-timeout"),
+                    idle_timeout_s=duration(o.idle_timeout, "--idle-timeout"),
+                    write_timeout_s=timeout + WRITE_GRACE_S, max_header_bytes=o.max_header_bytes,
+                    max_request_line_bytes=min(Limits.max_request_line_bytes, o.max_header_bytes),
+                    max_waiting_connections=o.max_waiting_connections)
+    return limits, RequestLimits(max_in_flight=o.max_requests_inflight, timeout_s=timeout)
 
 
 def csv(text: str, flag: str) -> list[str]:

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from adapter.api.status import ApiError, not_found
 from adapter.auth.middleware import AuthOutcome
+from adapter.server.inflight import LimitInFlight
 from adapter.server.lifecycle import DrainRequests
 from adapter.server.observe import ObserveRequests
 from adapter.server.parts import AdapterState
@@ -66,6 +67,8 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
     # Inside the observation (a 429 is timed and logged), outside authentication (upstream's WithRetryAfter runs
     # before authentication too: a request turned away costs no review).
     app.add_middleware(DrainRequests, lifecycle=state.lifecycle)
+    # Outside authentication too: a request counts from its head on, so unauthenticated floods queue no reviews.
+    app.add_middleware(LimitInFlight, counts=state.requests)
     # Outermost middleware: keep this the LAST add_middleware call. Middleware added before it (authentication,
     # authorization) runs inside it, so requests they end with 401/403 are still timed and logged.
     app.add_middleware(ObserveRequests, metrics=state.metrics)

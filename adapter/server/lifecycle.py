@@ -45,6 +45,8 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter.api.status import ApiError
+from listener.protocol import Guard
+from listener.serving import GuardedServer
 
 log = logging.getLogger("adapter.lifecycle")
 
@@ -209,11 +211,12 @@ async def _answer_retry_after(send: Send) -> None:
     await send({"type": "http.response.body", "body": _RETRY_AFTER_BODY})
 
 
-class GracefulServer(uvicorn.Server):
-    """uvicorn's server, shut down in the order of :class:`Lifecycle` instead of at the first signal."""
+class GracefulServer(GuardedServer):
+    """uvicorn's server (its connections guarded, listener.serving), shut down in the order of :class:`Lifecycle`
+    instead of at the first signal."""
 
-    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle) -> None:
-        super().__init__(config)
+    def __init__(self, config: uvicorn.Config, lifecycle: Lifecycle, guard: Guard) -> None:
+        super().__init__(config, guard)
         self.lifecycle = lifecycle
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:

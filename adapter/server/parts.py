@@ -15,6 +15,7 @@ from adapter.provider.custom import CustomMetrics
 from adapter.provider.engine import Engine
 from adapter.provider.external import ExternalMetrics
 from adapter.provider.resource import ResourceMetrics
+from adapter.server.inflight import RequestLimits
 from adapter.server.lifecycle import Lifecycle
 from adapter.server.selfmetrics import AdapterMetrics
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from adapter.prometheus.querycache import QueryCache
     from adapter.rules.source import RulesSource
     from adapter.server.certreload import ServingCertificate
+    from listener.protocol import Guard
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class AdapterState:
     resources: ResourceDiscovery | None = None  # the Kubernetes API's resources, read again every interval
     kube: KubeResolver | None = None  # the Kubernetes API's watch caches, for label selectors
     scaler: KedaScalerServer | None = None  # --keda-scaler-port
+    requests: RequestLimits = field(default_factory=RequestLimits)  # --max-requests-inflight, --request-timeout
+    listener: Guard | None = None  # the HTTPS listener's connections (listener.protocol), for the self-metrics
 
     def __post_init__(self) -> None:
         self.custom = CustomMetrics(self.engine)
@@ -96,6 +100,9 @@ class AdapterState:
             m.watch_rules(self.rules)
         if self.serving is not None:
             m.watch_serving_certificate(self.serving)
+        m.watch_requests(self.requests)
+        if self.listener is not None:
+            m.watch_listener(self.listener)
         if self.kube is not None:
             kube = self.kube
             m.watch_kube(lambda: {str(gr): c for gr, c in kube.caches.items()})

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from adapter.prometheus.querycache import QueryCache
     from adapter.rules.source import RulesSource
     from adapter.server.certreload import ServingCertificate
+    from adapter.server.inflight import RequestLimits
     from adapter.server.lifecycle import Lifecycle
+    from listener.protocol import Guard
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
@@ -119,6 +121,14 @@ class AdapterMetrics:
     def watch_serving_certificate(self, serving: ServingCertificate) -> None:
         self._state.serving = serving
 
+    def watch_listener(self, guard: Guard) -> None:
+        """The HTTPS listener's connections: how many in each state, and why it closed those it closed."""
+        self._state.listener = guard
+
+    def watch_requests(self, requests: RequestLimits) -> None:
+        """--max-requests-inflight and --request-timeout: requests turned away and timed out."""
+        self._state.requests = requests
+
     def exposition(self) -> bytes:
         """The text format 0.0.4 (``CONTENT_TYPE``), without prometheus_client's ``*_created`` series."""
         return generate_latest(_WithoutCreated(self.registry))
@@ -143,6 +153,8 @@ class _StateCollector:
         self.several: SeveralSeriesStats | None = None
         self.lifecycle: Lifecycle | None = None
         self.serving: ServingCertificate | None = None
+        self.listener: Guard | None = None
+        self.requests: RequestLimits | None = None
 
     def describe(self) -> Iterator[Metric]:
         return iter(self._families().values())
@@ -155,6 +167,7 @@ class _StateCollector:
         self._kube(families)
         self._lifecycle(families)
         self._serving(families)
+        self._listener(families)
         if self.several is not None:
             for (rule, outcome), count in sorted(self.several.totals.items()):
                 families["gpu_adapter_several_series"].add_metric([rule, outcome], count)
@@ -194,6 +207,13 @@ class _StateCollector:
               "When the serving certificate in force expires (it is read again when its files change)."),
             c("gpu_adapter_serving_certificate_reloads", "Serving certificate file changes, by result (applied, "
               "refused: unreadable or not a matching pair, the previous one kept).", labels=["result"]),
+            g("gpu_adapter_connections", "HTTPS connections by state: handshake (TLS not done yet), waiting (no "
+              "request in progress: sending headers or idle), busy (a request in progress).", labels=["state"]),
+            c("gpu_adapter_connections_closed", "HTTPS connections the adapter closed, by reason: handshake_timeout, "
+              "header_timeout, idle_timeout, write_timeout, evicted (past --max-waiting-connections), refused_413, "
+              "refused_414, refused_431, handshake_failed (a client's TLS error).", labels=["reason"]),
+            c("gpu_adapter_requests_throttled", "Requests answered 429 Retry-After: 1 past --max-requests-inflight."),
+            c("gpu_adapter_requests_timed_out", "Requests answered 504 past --request-timeout."),
         ]
         return {f.name: f for f in families}
 
@@ -249,6 +269,19 @@ class _StateCollector:
             f["gpu_adapter_serving_certificate_expiry_timestamp_seconds"].add_metric([], serving.not_after)
         f["gpu_adapter_serving_certificate_reloads"].add_metric(["applied"], serving.files.reloads_total)
         f["gpu_adapter_serving_certificate_reloads"].add_metric(["refused"], serving.files.failures_total)
+
+    def _listener(self, f: dict[str, Metric]) -> None:
+        guard, requests = self.listener, self.requests
+        if guard is not None:
+            waiting = len(guard.room) - guard.handshaking
+            for state, count in (("handshake", guard.handshaking), ("waiting", waiting),
+                                 ("busy", guard.open - waiting)):
+                f["gpu_adapter_connections"].add_metric([state], max(0, count))
+            for reason, count in sorted(guard.closed.items()):
+                f["gpu_adapter_connections_closed"].add_metric([reason], count)
+        if requests is not None:
+            f["gpu_adapter_requests_throttled"].add_metric([], requests.rejected_total)
+            f["gpu_adapter_requests_timed_out"].add_metric([], requests.timed_out_total)
 
     def _kube(self, f: dict[str, Metric]) -> None:
         if self.kube is None:

@@ -2,10 +2,10 @@
 
 Stock uvicorn does not expose the peer certificate to ASGI apps. We request (not require) a client
 certificate at the TLS layer and add the ASGI TLS extension — ``scope["extensions"]["tls"]`` with
-``client_cert_chain`` as PEM strings — from the connection's SSL object, by giving uvicorn a subclass of its
-httptools protocol (its fastest parser). The app reads only the standard extension, so any server that implements
-it would do. uvicorn picks uvloop, a dependency, for the event loop: the loop's own cost per request is a visible
-part of a cache hit.
+``client_cert_chain`` as PEM strings — from the connection's SSL object, in the guarded protocol every listener of
+the project uses (listener.protocol: it starts each connection's TLS itself, within the limits a client gets before
+it is authenticated). The app reads only the standard extension, so any server that implements it would do.
+uvloop runs the event loop: the loop's own cost per request is a visible part of a cache hit.
 
 Python's ssl module has no "request but do not verify" mode: a certificate that is presented must chain to a
 loaded CA, so a client presenting a certificate from another CA is refused at the handshake (Go would fall
@@ -20,7 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import orjson
+
+from adapter.api.status import ApiError
+from listener.head import Refusal
+from listener.limits import Limits
+from listener.protocol import Guard, GuardedProtocol
+from listener.serving import GuardedServer
+from listener.serving import uvicorn_config as serving_config
 
 ASGIApp = Callable[..., Any]
 
@@ -119,15 +126,28 @@ class _WithTLSExtension:
         await self.app(scope, receive, send)
 
 
-class TLSExtensionHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, plus the ASGI TLS extension for every request on a TLS connection."""
+class TLSExtensionProtocol(GuardedProtocol):
+    """The guarded protocol (listener.protocol), plus the ASGI TLS extension for every request on a TLS
+    connection."""
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        # asyncio calls connection_made after the handshake, so the peer certificate is known here.
+    def connection_made(self, transport: Any) -> None:
+        # Called once the handshake is done, so the peer certificate is known here.
         tls = _tls_scope(transport.get_extra_info("ssl_object"))
         if tls is not None:
             self.app = _WithTLSExtension(self.app, tls)
+        super().connection_made(transport)
+
+
+def status_refusal(refusal: Refusal) -> tuple[bytes, bytes]:
+    """A refused connection's answer as the API's other errors are: a Kubernetes Status."""
+    return b"application/json", orjson.dumps(ApiError(refusal.status, refusal.reason).body())
+
+
+def guard(ctx: ssl.SSLContext | None, limits: Limits | None = None) -> Guard:
+    """The HTTPS listener's guard: ``ctx`` for every handshake (its certificate follows the files through its SNI
+    callback, adapter.server.certreload), refusals as Status."""
+    return Guard(limits or Limits(), tls=(lambda: ctx) if ctx is not None else None, refusal_body=status_refusal,
+                 name="adapter.listener", protocol_class=TLSExtensionProtocol)
 
 
 def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -147,11 +167,15 @@ def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket
     return sock
 
 
-def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext, **kwargs: Any) -> Any:
-    """A uvicorn Config serving ``app`` over ``ctx`` with the TLS extension protocol."""
-    import uvicorn
+def uvicorn_config(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext | None, *,
+                   limits: Limits | None = None, listener: Guard | None = None, **kwargs: Any) -> Any:
+    """A uvicorn Config serving ``app`` over ``ctx`` through the guarded TLS-extension protocol (``listener``, or
+    one made with ``limits``)."""
+    return serving_config(app, host, port, listener or guard(ctx, limits), **kwargs)
 
-    settings: dict[str, Any] = {"log_level": "warning", "access_log": False, "lifespan": "on"}
-    settings.update(kwargs)
-    return uvicorn.Config(app, host=host, port=port, http=TLSExtensionHttpToolsProtocol,
-                          ssl_context_factory=lambda _config, _default: ctx, **settings)
+
+def guarded_server(app: ASGIApp, host: str, port: int, ctx: ssl.SSLContext | None, *,
+                   limits: Limits | None = None, **kwargs: Any) -> GuardedServer:
+    """A server for ``app`` over ``ctx`` with the adapter's guard (``limits``; kube-apiserver's by default)."""
+    listener = guard(ctx, limits)
+    return GuardedServer(uvicorn_config(app, host, port, ctx, listener=listener, **kwargs), listener)
