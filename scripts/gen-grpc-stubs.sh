@@ -6,7 +6,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-for proto in exporter/podresources/v1/api.proto adapter/keda/externalscaler/externalscaler.proto; do
+for proto in exporter/pods/podresources/v1/api.proto adapter/keda/externalscaler/externalscaler.proto; do
   python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. "$proto"
   echo "generated ${proto%.proto}_pb2{,_grpc}.py"
 done
