@@ -1,4 +1,4 @@
-"""``gpu-exporter``: dcgm-exporter's flags and environment variables (``exporter/dcgm_flags.py``), plus ours."""
+"""``gpu-exporter``: dcgm-exporter's flags and environment variables (``exporter/cli/flags.py``), plus ours."""
 
 from __future__ import annotations
 
@@ -19,20 +19,20 @@ import typer
 import clikit
 from clikit.durations import DurationError
 from clikit.durations import parse_go_duration as parse_duration
-from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import Counter, CountersError, parse_counters
-from exporter.counters_source import CountersReloader, CountersSource
-from exporter.dcgm_config_file import ConfigFile, ConfigFileError, load_config_file
-from exporter.dcgm_flags import FlagError, Parsed, parse, usage
-from exporter.kube_client import KubeClientError
-from exporter.kube_features import KubeAccess, counters_source, pod_metadata
-from exporter.pod_directory import KubeletLogDirectory, PodDirectory
-from exporter.pod_metadata_labels import PodLabelPolicy, compile_allowlist, split_patterns
-from exporter.process_attribution import ProcessAttribution
-from exporter.procfs import ProcFs
-from exporter.server import AddressError, MetricsServer, Serving
-from exporter.startup import StartupError, open_backend
-from exporter.web_config import WebConfigError, WebGuard
+from exporter.cli.config_file import ConfigFile, ConfigFileError, load_config_file
+from exporter.cli.flags import FlagError, Parsed, parse, usage
+from exporter.cli.kube_features import KubeAccess, counters_source, pod_metadata
+from exporter.cli.startup import StartupError, open_backend
+from exporter.fields.counters import Counter, CountersError, parse_counters
+from exporter.pods.directory import KubeletLogDirectory, PodDirectory
+from exporter.pods.kube_client import KubeClientError
+from exporter.pods.metadata_labels import PodLabelPolicy, compile_allowlist, split_patterns
+from exporter.pods.process_attribution import ProcessAttribution
+from exporter.pods.procfs import ProcFs
+from exporter.serving.collector import Collector, CollectorOptions, PodAttribution
+from exporter.serving.counters_source import CountersReloader, CountersSource
+from exporter.serving.server import AddressError, MetricsServer, Serving
+from exporter.serving.web_config import WebConfigError, WebGuard
 
 log = logging.getLogger("exporter")
 
@@ -41,7 +41,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None)
 SIGNAL_POLL_S = 0.5  # the longest a SIGTERM taken by another thread waits for the main thread
 
 
-# Flags are read by dcgm_flags (Go's flag syntax, from one table), so click passes the command line through.
+# Flags are read by exporter.cli.flags (Go's flag syntax, from one table), so click passes the command line through.
 @app.command(context_settings={"help_option_names": [], "ignore_unknown_options": True,
                                "allow_extra_args": True, "allow_interspersed_args": False})
 def serve(ctx: typer.Context) -> None:
@@ -85,7 +85,7 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     pods = None
     watcher = None
     if s.kubernetes:
-        from exporter.podresources.client import PodResourcesWatcher
+        from exporter.pods.podresources.client import PodResourcesWatcher
 
         directory = pod_directory(s.pod_identity_source, s.kubelet_logs_dir, kube)
         watcher = PodResourcesWatcher(s.pod_resources_kubelet_socket, s.pod_resources_refresh_interval / 1000.0)
@@ -157,7 +157,7 @@ def check_settings(s: Any) -> None:
         if not (sep and namespace and name):
             raise StartupError(f"--configmap-data {s.configmap_data!r}: expected <namespace>:<name> or none")
     # An allowlist pattern that does not compile is warned about and skipped, as dcgm-exporter does
-    # (pod_metadata_labels.compile_allowlist).
+    # (exporter.pods.metadata_labels.compile_allowlist).
     if s.max_value_age and s.max_value_age < 2 * s.collect_interval:
         raise StartupError(f"--max-value-age {s.max_value_age}: must be at least twice --collect-interval "
                            f"({s.collect_interval} ms), or values would vanish between collections")
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["doctor"]:  # a subcommand beside the flag-only serve command dcgm-exporter users run
-        from exporter.doctor import app as doctor_app
+        from exporter.cli.doctor import app as doctor_app
 
         clikit.run(doctor_app, "gpu-exporter doctor", args[1:], (StartupError, CountersError))
         return
