@@ -319,7 +319,7 @@ def test_config_file_is_below_flags_and_env(tmp_path: Path) -> None:
     config = _config(tmp_path, f"metrics:\n  file: {counters}\ncollection:\n  interval: 5000\n")
     parsed = parse(["-c", "300"], {}, {"collect_interval": 5000})
     assert parsed.settings.collect_interval == 300
-    exporter = ExporterProcess(["--backend", "fake", "-f", str(REPO / "exporter" / "default-counters.csv")],
+    exporter = ExporterProcess(["--backend", "fake", "-f", str(REPO / "exporter" / "fields" / "default-counters.csv")],
                                {"DCGM_EXPORTER_CONFIG_FILE": config, "DCGM_EXPORTER_INTERVAL": "400"})
     log = exporter.stop()
     assert "every 400 ms" in log
