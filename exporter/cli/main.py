@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -33,6 +33,9 @@ from exporter.serving.collector import Collector, CollectorOptions, PodAttributi
 from exporter.serving.counters_source import CountersReloader, CountersSource
 from exporter.serving.server import AddressError, MetricsServer, Serving
 from exporter.serving.web_config import WebConfigError, WebGuard
+
+if TYPE_CHECKING:
+    from exporter.pods.podresources.client import PodResourcesWatcher
 
 log = logging.getLogger("exporter")
 
@@ -69,58 +72,19 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
         return
     s = parsed.settings
     setup_logging(s.log_format, s.debug)
-    for flag, how in parsed.ignored():
-        log.warning("%s is accepted and ignored: %s", how, flag.note.replace("`", ""))
-    if parsed.positional:
-        log.warning("ignoring arguments that are not flags: %s", " ".join(parsed.positional))
-    if config is not None and config.watch_groups:
-        log.warning("%s: watch groups %s are accepted; every field is collected every %d ms here",
-                    s.config_file, ", ".join(config.watch_groups), s.collect_interval)
+    _warn_accepted(parsed, config)
     check_settings(s)
     kube = KubeAccess(s.kubeconfig or None)
     source, counters = _counters(parsed, config, kube)
     serving = _serving(s)
     gpu_backend = open_backend(s.backend, s.fake_gpu_count, s.fake_state or None, s.fake_seed,
                                s.collect_interval / 1000.0, accept_fake_gpus=s.fake_gpus)
-    pods = None
-    watcher = None
-    if s.kubernetes:
-        from exporter.pods.podresources.client import PodResourcesWatcher
-
-        directory = pod_directory(s.pod_identity_source, s.kubelet_logs_dir, kube)
-        watcher = PodResourcesWatcher(s.pod_resources_kubelet_socket, s.pod_resources_refresh_interval / 1000.0)
-        watcher.refresh_once()
-        watcher.start()
-        processes = ProcessAttribution(ProcFs(s.proc_root), directory)
-        policy = PodLabelPolicy(s.kubernetes_enable_pod_labels, s.kubernetes_enable_pod_uid,
-                                compile_allowlist(split_patterns(list(s.kubernetes_pod_label_allowlist_regex))))
-        pods = PodAttribution(watcher.snapshot, s.kubernetes_gpu_id_type, frozenset(s.nvidia_resource_names),
-                              processes, pod_metadata(policy, kube, environ.get("NODE_NAME")))
-    elif s.kubernetes_enable_pod_labels or s.kubernetes_enable_pod_uid:
-        log.warning("--kubernetes-enable-pod-labels and --kubernetes-enable-pod-uid have no effect without -k")
-    options = CollectorOptions(
-        interval_s=s.collect_interval / 1000.0,
-        device_mode=s.devices,
-        hostname_label=None if s.no_hostname else s.hostname_label,
-        hostname=environ.get("NODE_NAME") or socket.gethostname(),
-        replace_blanks_in_model_name=s.replace_blanks_in_model_name,
-        pods=pods,
-        old_namespace=s.use_old_namespace,
-        max_value_age_s=s.max_value_age / 1000.0 if s.max_value_age else None,
-        xid_count_window_ms=s.xid_count_window_size,
-        clock_events_count_window_ms=s.clock_events_count_window_size,
-    )
+    watcher, pods = _pod_attribution(s, kube, environ)
+    collector = Collector(gpu_backend, counters, _collector_options(s, pods, environ))
     # From the moment a client can connect, SIGTERM (the kubelet's) means a clean shutdown: handled before listening,
     # or one arriving between listening and the wait below would end the process at once, its log unwritten.
     stop = _stop_on_signal()
-    try:
-        server = MetricsServer(s.address, lambda: collector.snapshot, lambda: collector.health(),
-                               lambda: setattr(collector, "gzip_wanted", True), serving)
-    except AddressError as exc:
-        raise StartupError(str(exc)) from None
-    except OSError as exc:
-        raise StartupError(f"cannot listen on {s.address}: {exc.strerror or exc}") from None
-    collector = Collector(gpu_backend, counters, options)
+    server = _listen(s.address, collector, serving)
     reloader = None
     if source is not None and source.path is not None:
         reloader = CountersReloader(source, collector.replace_counters, counters)
@@ -146,6 +110,65 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
         watcher.stop()
     kube.stop()
     gpu_backend.close()
+
+
+def _warn_accepted(parsed: Parsed, config: ConfigFile | None) -> None:
+    """One warning line for each setting that is accepted but changes nothing here."""
+    s = parsed.settings
+    for flag, how in parsed.ignored():
+        log.warning("%s is accepted and ignored: %s", how, flag.note.replace("`", ""))
+    if parsed.positional:
+        log.warning("ignoring arguments that are not flags: %s", " ".join(parsed.positional))
+    if config is not None and config.watch_groups:
+        log.warning("%s: watch groups %s are accepted; every field is collected every %d ms here",
+                    s.config_file, ", ".join(config.watch_groups), s.collect_interval)
+    if not s.kubernetes and (s.kubernetes_enable_pod_labels or s.kubernetes_enable_pod_uid):
+        log.warning("--kubernetes-enable-pod-labels and --kubernetes-enable-pod-uid have no effect without -k")
+
+
+def _pod_attribution(s: Any, kube: KubeAccess,
+                     environ: Mapping[str, str]) -> tuple[PodResourcesWatcher | None, PodAttribution | None]:
+    """With ``-k``: the PodResources watcher (started) and what the collector labels GPUs with; else None, None."""
+    if not s.kubernetes:
+        return None, None
+    from exporter.pods.podresources.client import PodResourcesWatcher
+
+    directory = pod_directory(s.pod_identity_source, s.kubelet_logs_dir, kube)
+    watcher = PodResourcesWatcher(s.pod_resources_kubelet_socket, s.pod_resources_refresh_interval / 1000.0)
+    watcher.refresh_once()
+    watcher.start()
+    processes = ProcessAttribution(ProcFs(s.proc_root), directory)
+    policy = PodLabelPolicy(s.kubernetes_enable_pod_labels, s.kubernetes_enable_pod_uid,
+                            compile_allowlist(split_patterns(list(s.kubernetes_pod_label_allowlist_regex))))
+    return watcher, PodAttribution(watcher.snapshot, s.kubernetes_gpu_id_type, frozenset(s.nvidia_resource_names),
+                                   processes, pod_metadata(policy, kube, environ.get("NODE_NAME")))
+
+
+def _collector_options(s: Any, pods: PodAttribution | None, environ: Mapping[str, str]) -> CollectorOptions:
+    return CollectorOptions(
+        interval_s=s.collect_interval / 1000.0,
+        device_mode=s.devices,
+        hostname_label=None if s.no_hostname else s.hostname_label,
+        hostname=environ.get("NODE_NAME") or socket.gethostname(),
+        replace_blanks_in_model_name=s.replace_blanks_in_model_name,
+        pods=pods,
+        old_namespace=s.use_old_namespace,
+        max_value_age_s=s.max_value_age / 1000.0 if s.max_value_age else None,
+        xid_count_window_ms=s.xid_count_window_size,
+        clock_events_count_window_ms=s.clock_events_count_window_size,
+    )
+
+
+def _listen(address: str, collector: Collector, serving: Serving) -> MetricsServer:
+    """The server, listening on ``address`` (serving starts with ``start()``); a bad or busy address is a startup
+    error."""
+    try:
+        return MetricsServer(address, lambda: collector.snapshot, collector.health,
+                             lambda: setattr(collector, "gzip_wanted", True), serving)
+    except AddressError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {address}: {exc.strerror or exc}") from None
 
 
 def check_settings(s: Any) -> None:
