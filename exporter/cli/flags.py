@@ -166,7 +166,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("config-file", "string", "", IMPL,
          "dcgm-exporter's YAML: `metrics.file` or `metrics.fields`, `collection.interval`, `collection.watchGroups`; "
          "flags and environment win over it.", envs=("DCGM_EXPORTER_CONFIG_FILE",), source=REF_483),
-    Flag("web-read-timeout", "string", "10s", IMPL, "Go duration: longest time to read a request.",
+    Flag("web-read-timeout", "string", "10s", IMPL,
+         "Go duration: longest time to read a request's head, and to wait between requests on a kept-alive "
+         "connection (Go's ReadHeaderTimeout and IdleTimeout fall back to it); the TLS handshake gets the smaller "
+         "of this and `--web-write-timeout`.",
          envs=("DCGM_EXPORTER_WEB_READ_TIMEOUT",), source=REF_483),
     Flag("web-write-timeout", "string", "30s", IMPL, "Go duration: longest time to write a response.",
          envs=("DCGM_EXPORTER_WEB_WRITE_TIMEOUT",), source=REF_483),
@@ -210,6 +213,13 @@ FLAGS: tuple[Flag, ...] = (
          "Kubernetes API credentials from this kubeconfig instead of the pod's service account (pod labels, "
          "`--configmap-data`, `--pod-identity-source kubernetes-api` outside a cluster).",
          envs=("GPU_EXPORTER_KUBECONFIG",), source="ours"),
+    Flag("web-max-waiting-connections", "int", 256, OURS,
+         "Connections without a request in progress (TLS handshake, headers arriving, idle): past this many, the "
+         "one waiting longest is closed, so slow clients cannot hold the exporter's memory.",
+         envs=("GPU_EXPORTER_WEB_MAX_WAITING_CONNECTIONS",), minimum=1, source="ours"),
+    Flag("web-max-requests-inflight", "int", 32, OURS,
+         "Requests answered at once; more get 429 with `Retry-After: 1` (a scrape is one request).",
+         envs=("GPU_EXPORTER_WEB_MAX_REQUESTS_INFLIGHT",), minimum=1, source="ours"),
     Flag("max-value-age", "int", 0, OURS,
          "ms a GPU's values may age (its NVML calls hang, collections stop) before `/metrics` leaves them out, so "
          "Prometheus marks the series stale; `0`: max(3 collect intervals, 10000); at least twice "

@@ -33,6 +33,7 @@ from exporter.serving.collector import Collector, CollectorOptions, PodAttributi
 from exporter.serving.counters_source import CountersReloader, CountersSource
 from exporter.serving.server import AddressError, MetricsServer, Serving
 from exporter.serving.web_config import WebConfigError, WebGuard
+from listener.limits import raise_open_files_limit
 
 if TYPE_CHECKING:
     from exporter.pods.podresources.client import PodResourcesWatcher
@@ -162,6 +163,7 @@ def _collector_options(s: Any, pods: PodAttribution | None, environ: Mapping[str
 def _listen(address: str, collector: Collector, serving: Serving) -> MetricsServer:
     """The server, listening on ``address`` (serving starts with ``start()``); a bad or busy address is a startup
     error."""
+    raise_open_files_limit()  # every connection is a descriptor: the limit must not be what refuses them
     try:
         return MetricsServer(address, lambda: collector.snapshot, collector.health,
                              lambda: setattr(collector, "gzip_wanted", True), serving)
@@ -201,7 +203,9 @@ def _counters(parsed: Parsed, config: ConfigFile | None,
 def _serving(s: Any) -> Serving:
     read = parse_duration(s.web_read_timeout, "--web-read-timeout")
     write = parse_duration(s.web_write_timeout, "--web-write-timeout")
-    return Serving(WebGuard(s.web_config_file or None), read or None, write or None)
+    return Serving(WebGuard(s.web_config_file or None), read or None, write or None,
+                   max_waiting_connections=s.web_max_waiting_connections,
+                   max_requests_inflight=s.web_max_requests_inflight)
 
 
 def _version() -> str:

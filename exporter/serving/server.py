@@ -1,25 +1,37 @@
-"""A tiny HTTP server: ``/metrics`` serves the collector's latest snapshot, ``/health`` its health."""
+"""A small HTTP server: ``/metrics`` serves the collector's latest snapshot, ``/health`` its health.
+
+Served by uvicorn through the project's guarded listener (listener/), on an event loop in a thread of its own: the
+port is reachable from the node's network (and Prometheus' scrape is what the node's autoscaling depends on), so a
+client gets what Go's ``net/http`` gives dcgm-exporter and no more: ``--web-read-timeout`` bounds the TLS handshake,
+each request's head and the wait between requests (Go's ``ReadHeaderTimeout`` and ``IdleTimeout`` both fall back
+to ``ReadTimeout``), ``--web-write-timeout`` the answer, heads are limited to Go's 1 MiB, and the connections
+without a request in progress are capped (``--web-max-waiting-connections``). Requests in flight are capped too
+(``--web-max-requests-inflight``: 429 with ``Retry-After`` beyond); an answer is ready-made bytes, so only basic
+authentication (bcrypt, about 50 ms when its cache misses) takes time, and it runs in a worker thread.
+"""
 
 from __future__ import annotations
 
-import logging
+import asyncio
 import socket
-import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from exporter.exposition import CONTENT_TYPE
 from exporter.serving.collector import Snapshot
 from exporter.serving.web_config import WebGuard
-
-log = logging.getLogger("exporter.server")
+from listener.limits import Limits
+from listener.protocol import Guard
+from listener.serving import GuardedServer, uvicorn_config
 
 INDEX = b"""<html><head><title>GPU Exporter</title></head><body><h1>GPU Exporter</h1>
 <p><a href="/metrics">Metrics</a> &middot; <a href="/health">Health</a></p></body></html>
 """
+_TEXT = "text/plain; charset=utf-8"
+# Without a read or write timeout (0), Go waits forever; here the adapter's defaults (kube-apiserver's) stand in.
+_NO_READ_TIMEOUT = Limits()
 
 
 class AddressError(ValueError):
@@ -38,130 +50,138 @@ def parse_address(address: str) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class Serving:
-    """How requests are served: dcgm-exporter's ``--web-config-file`` and ``--web-read/write-timeout``."""
+    """How requests are served: dcgm-exporter's ``--web-config-file`` and ``--web-read/write-timeout``, and the
+    caps on waiting connections and requests in flight."""
 
     web: WebGuard = field(default_factory=WebGuard)
     read_timeout_s: float | None = 10.0
     write_timeout_s: float | None = 30.0
+    max_waiting_connections: int = 256
+    max_requests_inflight: int = 32
+
+    def limits(self) -> Limits:
+        """The listener's limits, derived from the flags as Go's net/http derives them."""
+        read = self.read_timeout_s or None
+        return Limits(read_header_timeout_s=read or _NO_READ_TIMEOUT.read_header_timeout_s,
+                      idle_timeout_s=read or _NO_READ_TIMEOUT.idle_timeout_s,
+                      write_timeout_s=self.write_timeout_s or _NO_READ_TIMEOUT.write_timeout_s,
+                      max_waiting_connections=self.max_waiting_connections)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 web: WebGuard | None = None) -> None:
-        self.web = web or WebGuard()
-        host, port = address
-        if host == "":
-            # ':9400' means every interface: listen dual-stack when IPv6 exists, else on 0.0.0.0.
-            self.address_family = socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET
-            host = "::" if socket.has_ipv6 else "0.0.0.0"
-        elif ":" in host:
-            self.address_family = socket.AF_INET6
-        super().__init__((host, port), handler)
-
-    def server_bind(self) -> None:
-        if self.address_family == socket.AF_INET6:
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        super().server_bind()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        sock, addr = super().get_request()
-        if self.web.tls_enabled:  # the handshake runs in the request's thread (finish_request), not here
-            self.web.refresh()
-            tls = self.web.config.tls
-            assert tls is not None
-            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        return sock, addr
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if isinstance(request, ssl.SSLSocket):
-            request.settimeout(self.RequestHandlerClass.timeout)  # type: ignore[attr-defined]
-            try:
-                request.do_handshake()
-            except (OSError, ssl.SSLError) as exc:
-                log.debug("TLS handshake with %s failed: %s", client_address, exc)
-                return
-        super().finish_request(request, client_address)
+def listening_socket(address: str) -> socket.socket:
+    """The listening socket for ``address``; ``:9400`` is every interface, dual-stack where IPv6 exists."""
+    host, port = parse_address(address)
+    family = socket.AF_INET6 if (":" in host or (host == "" and socket.has_ipv6)) else socket.AF_INET
+    if host == "":
+        host = "::" if family == socket.AF_INET6 else "0.0.0.0"
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
-def make_handler(snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
-                 on_gzip: Callable[[], None], serving: Serving | None = None) -> type[BaseHTTPRequestHandler]:
-    serving = serving or Serving()
-    web = serving.web
-    read_timeout, write_timeout = serving.read_timeout_s or None, serving.write_timeout_s or None
+class MetricsApp:
+    """The ASGI app: ``/metrics``, ``/health``, ``/``; 404 elsewhere, 405 for methods other than GET and HEAD."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True
-        timeout = read_timeout
+    def __init__(self, snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
+                 on_gzip: Callable[[], None], serving: Serving) -> None:
+        self.snapshot, self.health, self.on_gzip = snapshot, health, on_gzip
+        self.serving = serving
+        self.in_flight = 0
 
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            refused = web.refusal(self.headers.get("Authorization"))
-            if refused is not None:  # exporter-toolkit's answers: http.Error with the status text
-                self._send(refused, "text/plain; charset=utf-8", f"{self.responses[refused][0]}\n".encode(),
-                           www_authenticate=refused == 401)
-            elif path == "/metrics":
-                snap = snapshot()
-                gzip_ok = "gzip" in self.headers.get("Accept-Encoding", "")
-                if gzip_ok:
-                    on_gzip()
-                body = snap.gzipped() if gzip_ok else snap.body
-                self._send(200, CONTENT_TYPE, body, gzip_ok)
-            elif path == "/health":
-                ok, reason = health()
-                self._send(200 if ok else 503, "text/plain; charset=utf-8", (reason + "\n").encode())
-            elif path == "/":
-                self._send(200, "text/html; charset=utf-8", INDEX)
-            else:
-                self._send(404, "text/plain; charset=utf-8", b"404 page not found\n")
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable[..., Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            return
+        if self.in_flight >= self.serving.max_requests_inflight:
+            await _answer(send, 429, _TEXT, b"429 Too Many Requests\n", self.serving.web,
+                          extra=[(b"retry-after", b"1")])
+            return
+        self.in_flight += 1
+        try:
+            await self._serve(scope, send)
+        finally:
+            self.in_flight -= 1
 
-        def do_HEAD(self) -> None:
-            self.do_GET()
+    async def _serve(self, scope: dict[str, Any], send: Callable[..., Awaitable[None]]) -> None:
+        web = self.serving.web
+        headers = {name: value for name, value in scope["headers"]}
+        if scope["method"] not in ("GET", "HEAD"):
+            await _answer(send, 405, _TEXT, b"405 Method Not Allowed\n", web, extra=[(b"allow", b"GET, HEAD")])
+            return
+        refused = await self._refusal(headers.get(b"authorization"))
+        if refused is not None:  # exporter-toolkit's answers: http.Error with the status text
+            text = {401: b"401 Unauthorized\n", 429: b"429 Too Many Requests\n"}[refused]
+            await _answer(send, refused, _TEXT, text, web,
+                          extra=[(b"www-authenticate", b"Basic")] if refused == 401 else [])
+            return
+        head = scope["method"] == "HEAD"
+        path = scope["path"]
+        if path == "/metrics":
+            snap = self.snapshot()
+            gzip_ok = b"gzip" in headers.get(b"accept-encoding", b"")
+            if gzip_ok:
+                self.on_gzip()
+            body = snap.gzipped() if gzip_ok else snap.body
+            await _answer(send, 200, CONTENT_TYPE, body, web, head=head,
+                          extra=[(b"content-encoding", b"gzip")] if gzip_ok else [])
+        elif path == "/health":
+            ok, reason = self.health()
+            await _answer(send, 200 if ok else 503, _TEXT, (reason + "\n").encode(), web, head=head)
+        elif path == "/":
+            await _answer(send, 200, "text/html; charset=utf-8", INDEX, web, head=head)
+        else:
+            await _answer(send, 404, _TEXT, b"404 page not found\n", web, head=head)
 
-        def _send(self, code: int, content_type: str, body: bytes, gzipped: bool = False,
-                  www_authenticate: bool = False) -> None:
-            # Status line, headers and body leave in one write: split writes on a keep-alive connection hit
-            # Nagle + delayed ACK and cost ~40 ms per scrape.
-            head = [f"HTTP/1.1 {code} {self.responses[code][0]}", f"Content-Type: {content_type}",
-                    f"Content-Length: {len(body)}"]
-            head += web.header_lines
-            if www_authenticate:
-                head.append("WWW-Authenticate: Basic")
-            if gzipped:
-                head.append("Content-Encoding: gzip")
-            payload = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-            self.connection.settimeout(write_timeout)
-            self.wfile.write(payload if self.command == "HEAD" else payload + body)
-            self.connection.settimeout(read_timeout)
+    async def _refusal(self, authorization: bytes | None) -> int | None:
+        web = self.serving.web
+        if not web.checks_requests:
+            return None
+        text = authorization.decode("latin-1") if authorization is not None else None
+        # bcrypt takes tens of milliseconds on a cache miss: a worker thread, not the loop every client shares.
+        return await asyncio.get_running_loop().run_in_executor(None, web.refusal, text)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # one line per scrape would drown the log
 
-    return Handler
+async def _answer(send: Callable[..., Awaitable[None]], status: int, content_type: str, body: bytes, web: WebGuard,
+                  *, head: bool = False, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
+               *web.header_pairs, *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 class MetricsServer:
+    """The listening socket is bound here (a bad address or a port in use is an error now); ``start`` serves it
+    from a thread, ``stop`` ends that."""
+
     def __init__(self, address: str, snapshot: Callable[[], Snapshot], health: Callable[[], tuple[bool, str]],
                  on_gzip: Callable[[], None] = lambda: None, serving: Serving | None = None) -> None:
         serving = serving or Serving()
-        self._httpd = _Server(parse_address(address), make_handler(snapshot, health, on_gzip, serving),
-                              serving.web)
+        web = serving.web
+        self.guard = Guard(serving.limits(), tls=web.current_tls if web.tls_enabled else None,
+                           name="exporter.listener")
+        self._sock = listening_socket(address)
+        app = MetricsApp(snapshot, health, on_gzip, serving)
+        self._server = GuardedServer(uvicorn_config(app, "", self.port, self.guard, lifespan="off"), self.guard)
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    def serve_forever(self) -> None:
-        self._httpd.serve_forever(poll_interval=0.5)
+        return int(self._sock.getsockname()[1])
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="http",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._sock.close()

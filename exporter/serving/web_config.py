@@ -82,9 +82,8 @@ class WebGuard:
         self.config = config
         self.authorizer = Authorizer(config.users) if config.users else None
         self.limiter = RateLimiter(config.rate_interval_s, config.rate_burst) if config.rate_interval_s else None
-        self.header_lines = [f"{k}: {v}" for k, v in config.headers.items()]
-        if "X-Content-Type-Options" not in config.headers:
-            self.header_lines.append("X-Content-Type-Options: nosniff")
+        headers = {"X-Content-Type-Options": "nosniff", **config.headers}
+        self.header_pairs = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
         self._stamps = _stamps(config.files)
 
     def refresh(self) -> None:
@@ -105,6 +104,18 @@ class WebGuard:
                 return
             self._apply(config)
             log.info("web config %s reloaded", self.path)
+
+    @property
+    def checks_requests(self) -> bool:
+        """Whether requests are checked at all (basic-auth users or a rate limit), as configured now."""
+        self.refresh()
+        return self.authorizer is not None or self.limiter is not None
+
+    def current_tls(self) -> ssl.SSLContext:
+        """The TLS context for the next handshake (the file is checked for changes first)."""
+        self.refresh()
+        assert self.config.tls is not None
+        return self.config.tls
 
     def refusal(self, authorization: str | None) -> int | None:
         """429 or 401 when the request may not be served, else None."""
