@@ -37,7 +37,7 @@ def _head_end(view: bytes) -> int:
 class HeadMeter:
     """Bytes, request-line length and field count of one request head, fed read by read."""
 
-    __slots__ = ("_tail", "complete", "fields", "limits", "line_ended", "line_size", "size")
+    __slots__ = ("_tail", "complete", "fields", "head_part", "limits", "line_ended", "line_size", "size")
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
@@ -46,6 +46,7 @@ class HeadMeter:
         self.line_ended = False
         self.fields = 0  # header field lines seen
         self.complete = False
+        self.head_part = 0  # how many bytes of the last read belong to the head (the rest: a body, the next request)
         self._tail = b""  # the last bytes fed, for a line end split between two reads
 
     def feed(self, data: bytes) -> Refusal | None:
@@ -56,7 +57,8 @@ class HeadMeter:
         view = self._tail + data
         end = _head_end(view)
         stop = end if end >= 0 else len(view)
-        self.size += stop - start
+        self.head_part = stop - start
+        self.size += self.head_part
         newlines = view.count(b"\n", start, stop)
         if not self.line_ended:
             nl = view.find(b"\n", start, stop)

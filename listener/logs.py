@@ -29,7 +29,8 @@ class QuietLog:
             return False
         self._last[kind] = now
         left_out = self._left_out.pop(kind, 0)
-        suffix = f" ({left_out} more like it in the last {now - last:.0f}s not logged)" if left_out and last else ""
+        suffix = (f" ({left_out} more like it in the last {now - last:.0f}s not logged)"
+                  if left_out and last is not None else "")
         self.logger.warning("%s%s", message, suffix)
         return True
 

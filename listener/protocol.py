@@ -34,6 +34,8 @@ from listener.waiting import Waiter, WaitingRoom
 
 log = logging.getLogger("listener")
 
+RST_AVOIDANCE_S = 0.5  # Go's net/http rstAvoidanceDelay: how long a refused connection stays for its answer
+
 RefusalBody = Callable[[Refusal], tuple[bytes, bytes]]
 """A refusal's content type and body, in the listener's own format (a Kubernetes Status, plain text)."""
 
@@ -127,6 +129,15 @@ class GuardedProtocol(HttpToolsProtocol):
                 return
             if not self._meter.complete:
                 self.guard.room.hold(self, len(data))
+            elif self._meter.head_part < len(data):
+                # The head ends inside this read: it goes to the parser alone first, so a head that is refused
+                # (a body announced) is answered before any of what follows it is parsed.
+                head, data = data[:self._meter.head_part], data[self._meter.head_part:]
+                super().data_received(head)
+                if self._refusal is not None and self._phase != "closing":
+                    self._refuse(self._refusal)
+                if self._phase == "closing":
+                    return
         super().data_received(data)
         if self._refusal is not None and self._phase != "closing":
             self._refuse(self._refusal)
@@ -174,15 +185,18 @@ class GuardedProtocol(HttpToolsProtocol):
 
     # -- ending a connection -----------------------------------------------------------------------------------
     def _refuse(self, refusal: Refusal) -> None:
-        """Answer ``refusal`` and close; nothing more is read."""
+        """Answer ``refusal`` and close; nothing more is read. As Go's closeWriteAndWait: the answer goes out, the
+        connection waits half a second (rstAvoidanceDelay) so the client can read it before the close, then is
+        dropped, with no TLS close_notify exchange that would read whatever the client still sends."""
         g = self.guard
         self._phase = "closing"
-        self._arm(g.limits.read_header_timeout_s, "refusal_unread")  # the answer must be taken within it
+        self._cancel_timer()
         content_type, body = g.refusal_body(refusal)
         head = (f"HTTP/1.1 {refusal.status} {HTTPStatus(refusal.status).phrase}\r\n"
                 f"content-type: {content_type.decode()}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n")
         self.transport.write(head.encode() + body)
-        self.transport.close()
+        self.transport.pause_reading()
+        self._timer = self.loop.call_later(RST_AVOIDANCE_S, self._abort)
         g.closed[f"refused_{refusal.status}"] += 1
         g.quiet.warning(f"refused_{refusal.status}",
                         f"{_peer(self.transport)}: answered {refusal.status} and closed: {refusal.reason}")
