@@ -17,9 +17,11 @@ from tests.support.waiting import wait_until
 
 class ExporterProcess:
     def __init__(self, args: Sequence[str], env: dict[str, str] | None = None, startup_timeout: float = 20.0, *,
-                 listen_by_env: bool = False, scheme: str = "http", client: dict[str, Any] | None = None) -> None:
+                 listen_by_env: bool = False, scheme: str = "http", client: dict[str, Any] | None = None,
+                 cwd: str | os.PathLike[str] | None = None) -> None:
         """``listen_by_env``: give the address as ``DCGM_EXPORTER_LISTEN`` (as the GPU Operator does) instead of
-        ``-a``; ``scheme``/``client``: for TLS, the URL scheme and httpx.Client arguments (verify, cert, auth)."""
+        ``-a``; ``scheme``/``client``: for TLS, the URL scheme and httpx.Client arguments (verify, cert, auth);
+        ``cwd``: run the exporter of another checkout (benchmarks compare two commits)."""
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.url = f"{scheme}://{self.address}"
@@ -28,7 +30,7 @@ class ExporterProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "exporter", *listen, *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **env}, start_new_session=True)
+            env={**os.environ, **env}, start_new_session=True, cwd=cwd)
         self.output = Output(self.proc)
         self.client = httpx.Client(base_url=self.url, timeout=5.0, **(client or {}))
         try:
