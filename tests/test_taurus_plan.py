@@ -193,9 +193,9 @@ BAD = [
     ("no default-address", scenario(requests=["/infer"]), [], "scenarios.s.requests.0.url", "no default-address"),
     ("a JMeter variable", scenario(requests=["http://x/${id}"]), [], "scenarios.s.requests.0.url",
      "JMeter variables and functions are not evaluated"),
-    ("browser cache", scenario(**{"store-cache": True}), [], "scenarios.s.store-cache",
-     "(store-cache: false is accepted); remove it from the file, or drop it for this run with "
-     "-o scenarios.s.^store-cache="),
+    ("embedded resources", scenario(**{"retrieve-resources": True}), [], "scenarios.s.retrieve-resources",
+     "(retrieve-resources: false is accepted); remove it from the file, or drop it for this run with "
+     "-o scenarios.s.^retrieve-resources="),
     ("a pass/fail reporter", {**simple(), "reporting": [{"module": "passfail", "criteria": ["avg-rt>1s"]}]}, [],
      "reporting.0", "reporter 'passfail' is not run"),
     ("engine settings", {**simple(), "settings": {"artifacts-dir": "/tmp/x"}}, [], "settings",
