@@ -28,6 +28,7 @@ read while working out the heuristic), JMeter fails that sample; here the answer
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ def _fresh_until(headers: Headers, now: float) -> tuple[bool, float | None]:
         modified_at, dated_at = _http_date(last_modified), _http_date(date)
         if modified_at is None or dated_at is None:
             return False, None  # a date HttpClient cannot read: JMeter fails the sample
-        return True, now + round((dated_at - modified_at) * 0.1)
+        return True, now + math.floor((dated_at - modified_at) * 1000 * 0.1 + 0.5) / 1000  # Math.round of ms
     return True, now + _YEAR_S
 
 
