@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from loadtest.cli import main
-from loadtest.taurus.merge import merge_documents
+from loadtest.taurus.merge import merge_documents, replace_tabs
 from loadtest.taurus.plan import TaurusFileError, load_plan
 
 pytestmark = pytest.mark.unit
@@ -167,9 +168,37 @@ def test_empty_documents_are_skipped(tmp_path: Path) -> None:
 
 
 def test_a_json_file_yaml_cannot_read_is_read_as_json(tmp_path: Path) -> None:
-    """Configuration._read_yaml_or_json: text YAML refuses (here: indented with tabs) that starts with ``{``."""
-    text = '{\n\t"execution": [{"scenario": {"requests": ["http://x/"]}, "hold-for": "1s"}]\n}\n'
+    """Configuration._read_yaml_or_json: text YAML refuses (here: a tab after a colon) that starts with ``{``."""
+    text = '{"execution":\t[{"scenario": {"requests": ["http://x/"]}, "hold-for": "1s"}]}\n'
     assert load_plan(write(tmp_path, text)).executions[0].hold_s == 1
+
+
+# tests/unit/test_configuration.py test_tabs: tests/resources/yaml/tabs-issue.yml, loaded, equals tabs-issue-spaces.yml
+TABS_ISSUE = ('blockstart1:\n    simple tab: true\n    tab in: "\tmiddle"\n    space: tab\n\nblockstart2:\n'
+              '     tab: space\n    \n    # some comment\nblockstart3:\n\tdouble: tab\nblockstart4:\n'
+              '        tab-space: tab\nblockstart5:\n \t space-tab-space: tab\nblockstart6:\n    four-spaces: 1\n'
+              '\tone-tab: 1\n')
+TABS_ISSUE_SPACES = {"blockstart1": {"simple tab": True, "space": "tab", "tab in": "\tmiddle"},
+                     "blockstart2": {"tab": "space"}, "blockstart3": {"double": "tab"},
+                     "blockstart4": {"tab-space": "tab"}, "blockstart5": {"space-tab-space": "tab"},
+                     "blockstart6": {"four-spaces": 1, "one-tab": 1}}
+
+
+def test_tabs_as_taurus_replaces_them() -> None:
+    text, changed = replace_tabs(TABS_ISSUE)
+    assert yaml.safe_load(text) == TABS_ISSUE_SPACES and changed == [11, 15, 18]
+
+
+def test_leading_tabs_are_read_as_taurus_reads_them(tmp_path: Path) -> None:
+    """Configuration._replace_tabs (tests/unit/test_configuration.py test_tabs): each line's leading run of tabs is
+    4 spaces (a run of two as well), with a note where Taurus warns; YAML alone refuses such a file."""
+    text = "execution:\n\tscenario: s\n\thold-for: 2s\nscenarios:\n\ts:\n\t    requests: ['http://x/']\n"
+    with pytest.raises(yaml.YAMLError, match="cannot start any token"):
+        yaml.safe_load(text)
+    plan = load_plan(write(tmp_path, text))
+    assert plan.executions[0].hold_s == 2
+    assert plan.notes[0] == ("lines 2, 3, 5, 6: leading tabs read as 4 spaces, as Taurus reads them (YAML does not "
+                             "allow tabs there)")
 
 
 # (what the file has, its text, the key path the error names, words of the reason)

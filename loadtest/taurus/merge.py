@@ -16,6 +16,9 @@ configs (the keys those set are Taurus' own settings, which this runner does not
   name, which Taurus then does not know. ``$`` merges list items with ``merge``, so the prefixes of an item that
   lands on an earlier mapping are read.
 
+Before any of this, bzt replaces the tabs that start a line (YAML allows none there) with spaces
+(``Configuration._replace_tabs``, ``tab-replacement-spaces`` 4, with a warning): ``replace_tabs``.
+
 So ``execution`` written as a list in one document and a list in the next is both lists' executions; as a mapping
 in both, one execution with the keys of both; as a list and then a mapping, the mapping alone (ConfigSyntax.md
 warns of exactly this).
@@ -24,12 +27,14 @@ warns of exactly this).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["PREFIXES", "merge_documents", "merge_into", "prefix_of"]
+__all__ = ["PREFIXES", "merge_documents", "merge_into", "prefix_of", "replace_tabs"]
 
 PREFIXES = {"~": "replace", "^": "delete", "$": "merge item by item"}
+_LEADING_TABS = re.compile(r"^( *)(\t+)( *\S*)")
 
 
 def prefix_of(key: object) -> str:
@@ -84,3 +89,16 @@ def merge_documents(documents: Iterable[Mapping[Any, Any]]) -> dict[Any, Any]:
     for document in documents:
         merge_into(config, document)
     return config
+
+
+def replace_tabs(text: str) -> tuple[str, list[int]]:
+    """Leading tabs as bzt replaces them before parsing (``Configuration._replace_tabs``, with its default
+    ``tab-replacement-spaces`` of 4): each line's run of tabs after any spaces becomes 4 spaces. The text, and the
+    numbers of the lines changed."""
+    lines, changed = text.splitlines(keepends=True), []
+    for number, line in enumerate(lines):
+        replaced = _LEADING_TABS.sub(r"\1    \3", line)
+        if replaced != line:
+            lines[number] = replaced
+            changed.append(number + 1)
+    return "".join(lines), changed

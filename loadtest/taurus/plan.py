@@ -37,7 +37,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -46,7 +46,7 @@ import yaml
 
 from clikit.durations import DurationError
 from loadtest.taurus.keys import ANY_VALUE, EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
-from loadtest.taurus.merge import PREFIXES, merge_documents, prefix_of
+from loadtest.taurus.merge import PREFIXES, merge_documents, prefix_of, replace_tabs
 from loadtest.taurus.overrides import OverrideError, apply_overrides
 from loadtest.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
 from loadtest.taurus.values import TaurusValueError, ThinkTime
@@ -467,4 +467,11 @@ def load_plan(path: Path, overrides: list[str] | None = None) -> TaurusPlan:
         raise TaurusFileError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise TaurusFileError(f"{path}: not UTF-8 text") from None
-    return read_plan(merge_documents(_documents(path, text)), path, overrides)
+    text, tabbed = replace_tabs(text)
+    plan = read_plan(merge_documents(_documents(path, text)), path, overrides)
+    if not tabbed:
+        return plan
+    lines = ", ".join(map(str, tabbed[:5])) + (", ..." if len(tabbed) > 5 else "")
+    note = (f"line{'s' if len(tabbed) > 1 else ''} {lines}: leading tabs read as 4 spaces, as Taurus reads them "
+            "(YAML does not allow tabs there)")
+    return replace(plan, notes=(note, *plan.notes))
