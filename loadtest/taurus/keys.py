@@ -1,9 +1,9 @@
 """The keys ``gpu-loadtest run --taurus`` reads at each level of a Taurus file, and those it refuses (pure).
 
 One table per level. A key either has a reader (the value into a typed value; it raises ``TaurusValueError`` or
-``DurationError``) or is
-refused with the reason; a refused key may still be accepted with the one value that asks for what this runner does
-anyway (``store-cache: false``). A key in no table is unknown. Nothing is ignored: docs/taurus.md lists the same.
+``DurationError``) or is refused with the reason; a refused key may still be accepted with the one value that asks
+for what this runner does anyway (``use-dns-cache-mgr: false``, which Taurus' JMX converter writes in every file).
+A key in no table is unknown. Nothing is ignored: docs/taurus.md lists the same.
 
 Sources (Taurus' repository): site/dat/docs/ExecutionSettings.md (execution keys), site/dat/docs/JMeter.md
 ("Global Settings", "HTTP Requests", "Extractors", "Assertions", "JSR223 Blocks", "Logic Blocks"),
