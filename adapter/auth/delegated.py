@@ -19,7 +19,7 @@ from adapter.kube.api import KubeApiError, KubeError
 from adapter.kube.asyncapi import AsyncKubeApi
 
 if TYPE_CHECKING:
-    from kubernetes.client import Configuration
+    from adapter.kube.api import KubeClient
 
 REQUEST_TIMEOUT_S = 10.0  # the Go library's webhook client timeout
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -84,8 +84,8 @@ def access_result(review: dict[str, Any]) -> AccessResult:
 
 
 class KubeDelegate:
-    def __init__(self, configuration: Configuration) -> None:
-        self._api = AsyncKubeApi(configuration, REQUEST_TIMEOUT_S)
+    def __init__(self, client: KubeClient) -> None:
+        self._api = AsyncKubeApi(client, REQUEST_TIMEOUT_S)
 
     async def review_token(self, token: str) -> TokenResult:
         body = orjson.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})
