@@ -35,7 +35,7 @@ from tests.support.certs import Issued, issue, make_ca
 from tests.support.exec_plugin import exec_user, runs
 from tests.support.fake_kube import FakeKube, configmap
 from tests.support.prometheus import free_port
-from tests.support.waiting import wait_until, wait_until_async
+from tests.support.waiting import LoopTicks, wait_until, wait_until_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 
@@ -163,25 +163,15 @@ def test_concurrent_callers_on_threads_and_on_the_loop_share_one_plugin_run(fake
     sync, on_loop = both_layers(client)
 
     async def go() -> list[dict]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.ensure_future(tick())
-        with ThreadPoolExecutor(4) as pool:
-            threaded = [asyncio.wrap_future(pool.submit(sync.get_json, PODS)) for _ in range(4)]
-            looped = [asyncio.ensure_future(on_loop.get_json(PODS)) for _ in range(3)]
-            await wait_until_async(lambda: started(state) == 1, what="the plugin started")
-            before = ticks
-            await wait_until_async(lambda: ticks >= before + 20, what="the loop ticking while the plugin runs")
-            assert not any(runs_ended(state))
-            gate.touch()
-            answers = await asyncio.gather(*threaded, *looped)
-        ticker.cancel()
+        async with LoopTicks() as ticks:
+            with ThreadPoolExecutor(4) as pool:
+                threaded = [asyncio.wrap_future(pool.submit(sync.get_json, PODS)) for _ in range(4)]
+                looped = [asyncio.ensure_future(on_loop.get_json(PODS)) for _ in range(3)]
+                await wait_until_async(lambda: started(state) == 1, what="the plugin started")
+                await ticks.more(what="the loop running while the plugin runs")
+                assert not any(runs_ended(state))
+                gate.touch()
+                answers = await asyncio.gather(*threaded, *looped)
         await on_loop.aclose()
         return answers
 

@@ -26,7 +26,7 @@ from adapter.kube import execplugin
 from adapter.kube.credentials import Credential, Credentials, PrivateFiles, credential_for
 from adapter.kube.errors import KubeConfigError, KubeCredentialError
 from tests.support.certs import issue, make_ca
-from tests.support.waiting import wait_until, wait_until_async
+from tests.support.waiting import LoopTicks, wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -277,21 +277,11 @@ def test_concurrent_callers_share_one_load_and_the_loop_keeps_running() -> None:
         thread.start()
 
     async def go() -> list[Credential]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.ensure_future(tick())
-        waiting = asyncio.gather(*(credentials.aget(20) for _ in range(3)))
-        await wait_until_async(lambda: ticks >= 20, what="the loop ticking while the load waits")
-        source.gate.set()
-        found = await waiting
-        ticker.cancel()
-        return found
+        async with LoopTicks() as ticks:
+            waiting = asyncio.gather(*(credentials.aget(20) for _ in range(3)))
+            await ticks.more(what="the loop running while the load waits")
+            source.gate.set()
+            return await waiting
 
     on_loop = asyncio.run(go())
     for thread in threads:
