@@ -73,12 +73,16 @@ def quantiles(samples: list[float]) -> dict[str, float]:
 async def drive(url: str, proxy: ssl.SSLContext, seconds: float) -> dict[str, dict[str, float]]:
     probes: list[float] = []
     tokens: list[float] = []
+    failures = [0]
     deadline = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=50)
-    async with httpx.AsyncClient(base_url=url, verify=proxy, timeout=30, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=url, verify=proxy, timeout=60, limits=limits) as client:
         async def timed(into: list[float], path: str, headers: dict[str, str]) -> None:
             started = time.perf_counter()
-            await client.get(path, headers=headers)
+            try:
+                await client.get(path, headers=headers)
+            except httpx.HTTPError:  # timed out (60 s) or the connection dropped: counted, its wait kept
+                failures[0] += 1
             into.append(time.perf_counter() - started)
 
         async def every(interval: float, make: object) -> None:
@@ -95,7 +99,7 @@ async def drive(url: str, proxy: ssl.SSLContext, seconds: float) -> dict[str, di
         await asyncio.gather(
             every(0.05, lambda n: (timed(probes, "/healthz", {}), timed(probes, C2, aggregator))),
             every(1.0, lambda n: (timed(tokens, C2, {"Authorization": f"Bearer user-{n}"}),)))
-    return {"probes": quantiles(probes), "token_requests": quantiles(tokens)}
+    return {"probes": quantiles(probes), "token_requests": quantiles(tokens), "failed": failures[0]}
 
 
 def measure(adapter_from: str | None, plugin_seconds: float, valid_seconds: float, seconds: float,
@@ -132,7 +136,8 @@ def measure(adapter_from: str | None, plugin_seconds: float, valid_seconds: floa
 
 def show(name: str, result: dict[str, object]) -> None:
     print(f"{name}: ready after {result['ready_s']:.1f} s ({result['plugin_runs_before']} plugin runs), "
-          f"{result['plugin_runs_during']} plugin runs while measured")
+          f"{result['plugin_runs_during']} plugin runs while measured, {result['failed']} requests failed "
+          "(no answer in 60 s, or dropped)")
     for kind in ("probes", "token_requests"):
         r = result[kind]
         assert isinstance(r, dict)

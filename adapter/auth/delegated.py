@@ -1,7 +1,8 @@
 """The calls delegated auth makes to kube-apiserver: TokenReview, SubjectAccessReview, the front-proxy ConfigMap.
 
 The reviews are small JSON documents sent and read as such, without the client's models, over the adapter's one
-async HTTP stack (adapter/kube/asyncapi.py: aiohttp on the serving loop, no worker thread).
+async HTTP stack (adapter/kube/asyncapi.py: aiohttp on the serving loop; only a credential refresh, such as a
+kubeconfig exec plugin, runs in a worker thread, adapter/kube/credentials.py).
 """
 
 from __future__ import annotations
