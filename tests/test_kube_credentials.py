@@ -42,6 +42,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.lowest]
 CA = make_ca("kubernetes-ca")
 SERVING = issue(CA, "kube-apiserver", client=False, server_names=("127.0.0.1",))
 PODS = "/api/v1/pods"
+# How long a plugin's answer is valid where a test checks it is not run again before then: long enough for a few
+# loopback requests on a loaded machine, short enough to wait for.
+VALID_S = 2.5
 
 
 def client_of(kube: FakeKube, tmp_path: Path, user: dict, ca: bool = False) -> KubeClient:
@@ -102,7 +105,7 @@ def tls_kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKube]:
 
 def test_the_plugin_runs_again_once_its_expiration_passes_and_not_before(fake_kube: FakeKube, tmp_path: Path) -> None:
     """exec.go getCreds: the cached credential is used until now is after its expirationTimestamp."""
-    state = plugin_dir(tmp_path, "t-1", valid=1.0)
+    state = plugin_dir(tmp_path, "t-1", valid=VALID_S)
     fake_kube.require_token = "t-1"
     client = client_of(fake_kube, tmp_path, exec_user(state))
     sync, on_loop = both_layers(client)
@@ -199,7 +202,7 @@ def test_a_plugins_rotated_client_certificate_is_presented_on_new_connections(tl
                                                                              tmp_path: Path) -> None:
     """TestTLSCredentials (exec_test.go): the plugin's certificate authenticates; a new one after expiry is used
     (exec.go closes the old connections; here the TLS context is new, so both layers connect again)."""
-    state = plugin_dir(tmp_path, token=None, valid=1.0)
+    state = plugin_dir(tmp_path, token=None, valid=VALID_S)
     plugin_certificate(state, issue(CA, "adapter-1"))
     tls_kube.require_client_cn = "adapter-1"
     client = client_of(tls_kube, tmp_path, exec_user(state), ca=True)
