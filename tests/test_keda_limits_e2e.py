@@ -183,13 +183,14 @@ async def stalled_calls(address: str, calls: int, connections: int) -> list[str]
 
 
 def test_calls_that_never_send_their_request_hold_a_seat_only_until_the_timeout(scaler: Scaler) -> None:
-    """Two call seats, eight waiting places: twelve calls without a request message take the seats in turns of the
-    handshake timeout (then DEADLINE_EXCEEDED) or are refused; KEDA's polls, from another address, are seated in
-    turn between them and all answered."""
+    """Two call seats, a hundred waiting places (50 per seat): of 120 calls without a request message, those seated
+    hold their seat until the handshake timeout (then DEADLINE_EXCEEDED), the rest are refused (the queue full, or
+    no seat within 5 s); KEDA's polls, from another address, push the flood's newest waiting calls out of the full
+    queue and are seated in turn between the flood's, all answered."""
     before = metric_value(scaler.adapter, "gpu_adapter_keda_refused_calls_total",  # type: ignore[arg-type]
                           {"method": "IsActive", "reason": "slow-request"}) or 0
     with scaler.keda(interval_s=0.25) as keda:
-        codes = asyncio.run(stalled_calls(scaler.address, calls=12, connections=4))
+        codes = asyncio.run(stalled_calls(scaler.address, calls=120, connections=4))
         figures = keda.stop()
     assert set(codes) == {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}, codes
     no_failures(figures)

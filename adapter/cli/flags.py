@@ -206,10 +206,11 @@ KEDA = (
     Flag("--keda-scaler-stream-interval", str, "5s",
          "How often a StreamIsActive stream (trigger type external-push) evaluates its trigger."),
     # Limits (docs/keda.md#limits says why each default), as kube-apiserver bounds its own port.
-    Flag("--keda-scaler-max-requests-inflight", int, 64,
-         "Calls (IsActive, GetMetrics, GetMetricSpec, and each stream's evaluation) running at once; more wait up "
-         "to 5s, seated in turn per client address (as kube-apiserver's priority and fairness), then get "
-         "RESOURCE_EXHAUSTED. Default: the adapter's connections to Prometheus.", range=(1, 100_000)),
+    Flag("--keda-scaler-max-requests-inflight", int, 20,
+         "Calls (IsActive, GetMetrics, GetMetricSpec, and each stream's evaluation) running at once; up to 50 times "
+         "as many wait (at most 5s), seated in turn per client address as kube-apiserver's priority and fairness "
+         "seats them; beyond: RESOURCE_EXHAUSTED. Default: Prometheus' own --query.max-concurrency.",
+         range=(1, 100_000)),
     Flag("--keda-scaler-max-streams", int, 500,
          "StreamIsActive streams open at once (one per external-push trigger of KEDA's), seated in turn per client "
          "address; beyond: RESOURCE_EXHAUSTED.", range=(1, 100_000)),

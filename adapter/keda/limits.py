@@ -21,7 +21,7 @@ MAX_REQUEST_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 8 * 1024
 MAX_PING_STRIKES = 2  # gRPC's default: the third ping too early ends the connection (GOAWAY ENHANCE_YOUR_CALM)
 KEEPALIVE_TIME_S, KEEPALIVE_TIMEOUT_S = 120.0, 20.0  # the server's own pings: a KEDA gone without a FIN is noticed
-WAITING_PER_CALL_SEAT = 4  # a burst of KEDA's calls (its ScaledObjects polled together) waits rather than fails
+WAITING_PER_CALL_SEAT = 50  # a burst of KEDA's calls (its ScaledObjects polled at once) waits rather than fails
 STREAMS_WAITING = 64  # streams wait only while every stream seat is taken: enough for each client's next in turn
 WAIT_S = 5.0  # the longest a call waits for a seat before RESOURCE_EXHAUSTED
 _UNLIMITED = 2**31 - 1  # gRPC's INT_MAX: no limit
@@ -32,7 +32,7 @@ class ScalerLimits:
     """What one replica's scaler holds at most, and for how long (``--keda-scaler-*``; docs/keda.md says why each
     default). A duration of 0 means no limit."""
 
-    max_requests_inflight: int = 64
+    max_requests_inflight: int = 20
     max_streams: int = 500
     max_connections: int = 1000
     handshake_timeout_s: float = 10.0
