@@ -139,11 +139,11 @@ class Scaler:
 
     def stop(self) -> None:
         self.client.close()
-        deadline = time.monotonic() + 5  # the relay's links end with the client's connection
+        self.adapter.stop()
+        deadline = time.monotonic() + 5  # the relay's links end with the adapter's side of them
         while self.proxy.open_connections("adapter") and time.monotonic() < deadline:
             time.sleep(0.05)
         self.proxy.stop()
-        self.adapter.stop()
 
 
 def start_scaler(env: Env, tls: bool = False) -> Scaler:
@@ -262,12 +262,14 @@ def flood(env: Env, callers: int = 1000, seconds: float = 30.0) -> dict[str, Any
 
 def oversized(env: Env, metadata_mib: float = 16, message_mib: float = 64, calls: int = 20) -> dict[str, Any]:
     """``calls`` calls at once with ``metadata_mib`` MiB of metadata, then as many with a ``message_mib`` MiB
-    request, each on a connection of its own."""
+    request, each on a connection of its own (sent from a process of their own)."""
     scaler = start_scaler(env)
     try:
         with measured(scaler) as figures:
-            figures["metadata_codes"] = _oversized_calls(scaler.address, calls, metadata_bytes=int(metadata_mib * MIB))
-            figures["message_codes"] = _oversized_calls(scaler.address, calls, message_bytes=int(message_mib * MIB))
+            figures["metadata_codes"] = _attacker(_oversized_calls, address=scaler.address, calls=calls,
+                                                  metadata_bytes=int(metadata_mib * MIB))
+            figures["message_codes"] = _attacker(_oversized_calls, address=scaler.address, calls=calls,
+                                                 message_bytes=int(message_mib * MIB))
             figures.update({"metadata_mib": metadata_mib, "message_mib": message_mib, "calls": calls})
         return figures
     finally:

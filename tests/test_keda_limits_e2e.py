@@ -107,11 +107,9 @@ class Scaler:
                    if c.laddr and c.laddr.port == self.port and c.status == psutil.CONN_ESTABLISHED)
 
     def stop(self) -> str:
-        log = ""
-        if self.proxy is not None:
+        log = self.adapter.stop() if self.adapter is not None else ""
+        if self.proxy is not None:  # after the adapter: its links end with the adapter's side of them
             self.proxy.stop()
-        if self.adapter is not None:
-            log = self.adapter.stop()
         self.prometheus.stop()
         self.endpoint.stop()
         return log
@@ -270,8 +268,9 @@ def test_oversized_metadata_and_messages_are_refused_and_the_connection_kept(sca
 
 
 def test_pings_faster_than_allowed_end_the_connection(scaler: Scaler) -> None:
-    """A connection without calls may ping once per --keda-scaler-keepalive-min-time (5m); the third ping too early
-    is a GOAWAY with ENHANCE_YOUR_CALM, as gRPC servers answer it. KEDA's client sends no keepalive pings at all."""
+    """A connection without calls may ping once every two hours (gRPC core's ping_abuse_policy.cc: the TCP
+    keepalive rule; with calls in flight, once per --keda-scaler-keepalive-min-time); the third strike, the fourth
+    ping here, is a GOAWAY with ENHANCE_YOUR_CALM. KEDA's client sends no keepalive pings at all."""
     goaway = hostile.ping_flood(scaler.address, pings=6)
     assert goaway is not None and goaway.error_code == hostile.ENHANCE_YOUR_CALM
     assert b"too_many_pings" in goaway.debug

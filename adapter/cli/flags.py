@@ -221,7 +221,7 @@ KEDA = (
          "A connection must finish its TLS handshake and HTTP/2 preface within this, and a call send its request "
          "message within it (else DEADLINE_EXCEEDED)."),
     Flag("--keda-scaler-max-connection-idle", str, "5m",
-         "Close a connection without calls for this long (GOAWAY; KEDA reconnects at its next call); 0: never."),
+         "Close a connection without calls for this long (+-10 %; KEDA reconnects at its next call); 0: never."),
     Flag("--keda-scaler-max-connection-age", str, "30m",
          "Send GOAWAY to a connection this old (+-10 %), so KEDA's next calls go through the Service anew and "
          "certificates are checked again; 0: never."),
@@ -229,8 +229,8 @@ KEDA = (
          "How long calls may go on after the GOAWAY of --keda-scaler-max-connection-age; each StreamIsActive ends "
          "cleanly (KEDA reopens it) within this time of opening, so none is cut."),
     Flag("--keda-scaler-keepalive-min-time", str, "5m",
-         "Pings closer together than this on a connection without calls are strikes; the third ends the connection "
-         "(GOAWAY too_many_pings). KEDA sends none."),
+         "Pings closer together than this while calls are in flight (without calls: one per 2 hours) are strikes; "
+         "the third ends the connection (GOAWAY too_many_pings). KEDA's client sends no keepalive pings."),
 )
 SERVE = (*PROMETHEUS, *SERVING, *SHUTDOWN, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
 

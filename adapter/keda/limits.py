@@ -19,7 +19,7 @@ from adapter.keda.admission import FairSeats
 # headers: a few hundred bytes each. A bigger one is refused by gRPC before it is read (RESOURCE_EXHAUSTED).
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 8 * 1024
-MAX_PING_STRIKES = 2  # gRPC's default: the third ping too early ends the connection (GOAWAY ENHANCE_YOUR_CALM)
+MAX_PING_STRIKES = 2  # gRPC's default: the third ping too soon ends the connection (GOAWAY ENHANCE_YOUR_CALM)
 KEEPALIVE_TIME_S, KEEPALIVE_TIMEOUT_S = 120.0, 20.0  # the server's own pings: a KEDA gone without a FIN is noticed
 WAITING_PER_CALL_SEAT = 50  # a burst of KEDA's calls (its ScaledObjects polled at once) waits rather than fails
 STREAMS_WAITING = 64  # streams wait only while every stream seat is taken: enough for each client's next in turn

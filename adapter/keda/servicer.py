@@ -150,11 +150,9 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
                 if now is not None and now != last:
                     last = now
                     yield pb.IsActiveResponse(result=now)
-                if ends_at is not None and time.monotonic() >= ends_at:
-                    log.debug("StreamIsActive %s/%s ended: its lifetime is over", namespace, request.name)
-                    return
-                if self._draining.is_set() or await self._pause():
-                    log.debug("StreamIsActive %s/%s ended: the server drains", namespace, request.name)
+                if self._draining.is_set() or _over(ends_at) or await self._pause() or _over(ends_at):
+                    log.debug("StreamIsActive %s/%s ended (%s)", namespace, request.name,
+                              "the server drains" if self._draining.is_set() else "its lifetime is over")
                     return
         except (asyncio.CancelledError, GeneratorExit):  # KEDA closed the stream, or the server stops
             code = grpc.StatusCode.CANCELLED
@@ -212,3 +210,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             if message:
                 extra["error"] = message
             access_log.info("request", extra=extra)
+
+
+def _over(ends_at: float | None) -> bool:
+    """Whether a stream's lifetime is over (checked before and after each pause, never during an evaluation)."""
+    return ends_at is not None and time.monotonic() >= ends_at
