@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
+from adapter.cli.flags import KEDA
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, find, load_documents, one, run, tool, validate_all
 from tests.support.keda import KedaClient
 from tests.support.processes import terminate
@@ -86,10 +87,32 @@ def test_what_the_switch_adds() -> None:
     container = adapter_container(rendered)
     assert {"name": "keda-grpc", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
     assert "--keda-scaler-stream-interval=2s" in container["args"]
+    # The limits (adapter.kedaScaler.limits), each passed as its flag with the flag's own default.
+    assert limit_args(container) == {flag.name: str(flag.default) for flag in KEDA if flag.name in LIMIT_FLAGS}
     # The CLI accepts the rendered command line.
     proc = subprocess.run([sys.executable, "-m", "adapter", *container["args"], "--help"], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+LIMIT_FLAGS = {f"--keda-scaler-{name}" for name in (
+    "max-requests-inflight", "max-streams", "max-connections", "handshake-timeout", "max-connection-idle",
+    "max-connection-age", "max-connection-age-grace", "keepalive-min-time")}
+
+
+def limit_args(container: dict[str, Any]) -> dict[str, str]:
+    pairs = [arg.split("=", 1) for arg in container["args"] if arg.split("=", 1)[0] in LIMIT_FLAGS]
+    return dict((name, value) for name, value in pairs)
+
+
+def test_limits_are_tuned_from_values() -> None:
+    container = adapter_container(docs("adapter.kedaScaler.limits.maxRequestsInflight=200",
+                                       "adapter.kedaScaler.limits.maxConnections=0",
+                                       "adapter.kedaScaler.limits.maxConnectionAge=0",
+                                       "adapter.kedaScaler.limits.handshakeTimeout=30s"))
+    args = limit_args(container)
+    names = ("max-requests-inflight", "max-connections", "max-connection-age", "handshake-timeout")
+    assert [args[f"--keda-scaler-{name}"] for name in names] == ["200", "0", "0", "30s"]
 
 
 def test_insecure_mode_and_without_cluster_trigger_authentication() -> None:
@@ -106,6 +129,11 @@ def test_insecure_mode_and_without_cluster_trigger_authentication() -> None:
     (["adapter.kedaScaler.tls.mode=cert-manager"], "mode"),
     (["adapter.kedaScaler.streamInterval=soon"], "streamInterval"),
     (["adapter.kedaScaler.enable=true"], "enable"),
+    (["adapter.kedaScaler.limits.maxRequestsInflight=0"], "maxRequestsInflight"),
+    (["adapter.kedaScaler.limits.maxConnections=-1"], "maxConnections"),
+    (["adapter.kedaScaler.limits.handshakeTimeout=0"], "handshakeTimeout"),
+    (["adapter.kedaScaler.limits.maxConnectionAge=soon"], "maxConnectionAge"),
+    (["adapter.kedaScaler.limits.maxStreamsPerConnection=5"], "maxStreamsPerConnection"),
 ])
 def test_values_schema_rejects_bad_values(sets: list[str], message: str) -> None:
     proc = render(*sets, check=False)

@@ -43,6 +43,12 @@ def one_line_error(out: subprocess.CompletedProcess[str], needle: str) -> str:
      "--keda-scaler-client-ca-file /nonexistent/ca.crt: not a readable PEM CA bundle"),
     (["--keda-scaler-port", "6443", "--disable-auth"], "--keda-scaler-port 6443: the HTTPS server"),
     (["--keda-scaler-port", "70000", "--disable-auth"], "--keda-scaler-port"),
+    (["--keda-scaler-port", "9443", "--disable-auth", "--keda-scaler-max-connection-age-grace", "5s"],
+     "--keda-scaler-max-connection-age-grace 5s: too short for a StreamIsActive to end within it"),
+    (["--keda-scaler-port", "9443", "--disable-auth", "--keda-scaler-handshake-timeout", "0s"],
+     "--keda-scaler-handshake-timeout"),
+    (["--keda-scaler-port", "9443", "--disable-auth", "--keda-scaler-max-requests-inflight", "0"],
+     "--keda-scaler-max-requests-inflight"),
 ])
 def test_bad_scaler_flags_are_one_line_and_write_nothing(tmp_path: Path, args: list[str], needle: str) -> None:
     one_line_error(serve(tmp_path, *args), needle)

@@ -228,6 +228,32 @@ KEDA = (
          "NetworkPolicy admits KEDA alone."),
     Flag("--keda-scaler-stream-interval", str, "5s",
          "How often a StreamIsActive stream (trigger type external-push) evaluates its trigger."),
+    # Limits (docs/keda.md#limits says why each default), as kube-apiserver bounds its own port.
+    Flag("--keda-scaler-max-requests-inflight", int, 20,
+         "Calls (IsActive, GetMetrics, GetMetricSpec, and each stream's evaluation) running at once; up to 50 times "
+         "as many wait (at most 5s), seated in turn per client address as kube-apiserver's priority and fairness "
+         "seats them; beyond: RESOURCE_EXHAUSTED. Default: Prometheus' own --query.max-concurrency.",
+         range=(1, 100_000)),
+    Flag("--keda-scaler-max-streams", int, 500,
+         "StreamIsActive streams open at once (one per external-push trigger of KEDA's), seated in turn per client "
+         "address; beyond: RESOURCE_EXHAUSTED.", range=(1, 100_000)),
+    Flag("--keda-scaler-max-connections", int, 1000,
+         "Connections held at once, handshakes included (gRPC's max_allowed_incoming_connections): more are closed "
+         "at once; 0: no limit.", range=(0, 1_000_000)),
+    Flag("--keda-scaler-handshake-timeout", str, "10s",
+         "A connection must finish its TLS handshake and HTTP/2 preface within this, and a call send its request "
+         "message within it (else DEADLINE_EXCEEDED)."),
+    Flag("--keda-scaler-max-connection-idle", str, "5m",
+         "Close a connection without calls for this long (+-10 %; KEDA reconnects at its next call); 0: never."),
+    Flag("--keda-scaler-max-connection-age", str, "30m",
+         "Send GOAWAY to a connection this old (+-10 %), so KEDA's next calls go through the Service anew and "
+         "certificates are checked again; 0: never."),
+    Flag("--keda-scaler-max-connection-age-grace", str, "10m",
+         "How long calls may go on after the GOAWAY of --keda-scaler-max-connection-age; each StreamIsActive ends "
+         "cleanly (KEDA reopens it) within this time of opening, so none is cut."),
+    Flag("--keda-scaler-keepalive-min-time", str, "5m",
+         "Pings closer together than this while calls are in flight (without calls: one per 2 hours) are strikes; "
+         "the third ends the connection (GOAWAY too_many_pings). KEDA's client sends no keepalive pings."),
 )
 SERVE = (*PROMETHEUS, *SERVING, *LIMITS, *SHUTDOWN, *DISCOVERY, *LOGGING, *KUBERNETES, *AUTH, *KEDA)
 

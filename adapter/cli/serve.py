@@ -151,6 +151,8 @@ def build(options: Options) -> Adapter:
 class KedaOptions:
     stream_interval_s: float
     plain_text: bool
+    limits: Any  # adapter.keda.limits.ScalerLimits
+    stream_lifetime_s: tuple[float, float] | None
 
 
 def keda_flags(o: Options) -> KedaOptions | None:
@@ -165,12 +167,13 @@ def keda_flags(o: Options) -> KedaOptions | None:
     if o.keda_scaler_port == o.secure_port:
         raise UsageError(f"--keda-scaler-port {o.keda_scaler_port}: the HTTPS server (--secure-port) has it")
     interval = values.duration(o.keda_scaler_stream_interval, "--keda-scaler-stream-interval")
+    limits, lifetime = keda_limits(o, interval)
     if bool(o.keda_scaler_tls_cert_file) != bool(o.keda_scaler_tls_private_key_file):
         raise UsageError("--keda-scaler-tls-cert-file and --keda-scaler-tls-private-key-file go together")
     if o.keda_scaler_insecure:
         if len(given) > 1:
             raise UsageError(f"--keda-scaler-insecure serves plain text: {given[0]} would not be used")
-        return KedaOptions(interval, plain_text=True)
+        return KedaOptions(interval, True, limits, lifetime)
     if not o.keda_scaler_client_ca_file and not o.disable_auth:
         raise UsageError("--keda-scaler-port: without --keda-scaler-client-ca-file the scaler would serve every "
                          "caller; give the CA of KEDA's client certificate (tlsClientCert), or pass --disable-auth "
@@ -180,11 +183,33 @@ def keda_flags(o: Options) -> KedaOptions | None:
     if o.keda_scaler_tls_cert_file:
         values.check_key_pair(o.keda_scaler_tls_cert_file, o.keda_scaler_tls_private_key_file,
                               "--keda-scaler-tls-cert-file")
-    return KedaOptions(interval, plain_text=False)
+    return KedaOptions(interval, False, limits, lifetime)
+
+
+def keda_limits(o: Options, stream_interval_s: float) -> tuple[Any, tuple[float, float] | None]:
+    """The scaler's limits from their flags, and the range of a stream's lifetime they give."""
+    from adapter.keda.limits import ScalerLimits
+
+    durations = [values.duration_or_zero(getattr(o, flag[2:].replace("-", "_")), flag) for flag in (
+        "--keda-scaler-max-connection-idle", "--keda-scaler-max-connection-age",
+        "--keda-scaler-max-connection-age-grace", "--keda-scaler-keepalive-min-time")]
+    limits = ScalerLimits(o.keda_scaler_max_requests_inflight, o.keda_scaler_max_streams, o.keda_scaler_max_connections,
+                          values.duration(o.keda_scaler_handshake_timeout, "--keda-scaler-handshake-timeout"),
+                          *durations)
+    try:
+        lifetime = limits.stream_lifetime_s(
+            stream_interval_s + values.duration(o.prometheus_timeout, "--prometheus-timeout"))
+    except ValueError as exc:
+        raise UsageError(f"--keda-scaler-max-connection-age-grace {o.keda_scaler_max_connection_age_grace}: too short "
+                         f"for a StreamIsActive to end within it ({exc}: --keda-scaler-stream-interval, "
+                         f"--prometheus-timeout and the wait for a seat)") from None
+    return limits, lifetime
 
 
 def keda_scaler(o: Options, keda: KedaOptions, state: AdapterState, cert: str, key: str) -> Any:
     """The external scaler's server over the app's providers (one engine, one cache), started with the app."""
+    from adapter.keda.guard import Guard
+    from adapter.keda.limits import seats_for
     from adapter.keda.server import KedaScalerServer, ScalerSettings, ScalerTLS
     from adapter.keda.servicer import ExternalScalerServicer
 
@@ -197,8 +222,12 @@ def keda_scaler(o: Options, keda: KedaOptions, state: AdapterState, cert: str, k
             log.warning("the KEDA scaler serves every caller (no --keda-scaler-client-ca-file)")
         tls = ScalerTLS(o.keda_scaler_tls_cert_file or cert, o.keda_scaler_tls_private_key_file or key,
                         o.keda_scaler_client_ca_file)
-    servicer = ExternalScalerServicer(state.custom, state.external, keda.stream_interval_s, state.metrics.registry)
-    return KedaScalerServer(ScalerSettings(o.bind_address, o.keda_scaler_port, tls, o.permit_port_sharing), servicer)
+    calls, streams = seats_for(keda.limits)
+    servicer = ExternalScalerServicer(state.custom, state.external, keda.stream_interval_s, state.metrics.registry,
+                                      calls=calls, stream_lifetime_s=keda.stream_lifetime_s)
+    guard = Guard(calls, streams, keda.limits.handshake_timeout_s, state.metrics.registry)
+    return KedaScalerServer(ScalerSettings(o.bind_address, o.keda_scaler_port, tls, o.permit_port_sharing,
+                                           keda.limits), servicer, guard)
 
 
 def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[], float | None]:

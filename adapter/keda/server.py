@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from grpc import aio
 
 from adapter.filewatch import WatchedFiles
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from adapter.keda.guard import Guard
+from adapter.keda.limits import ScalerLimits, admitted, channel_args
 from adapter.keda.servicer import ExternalScalerServicer
 
 log = logging.getLogger("adapter.keda")
@@ -46,6 +48,7 @@ class ScalerSettings:
     port: int
     tls: ScalerTLS | None  # None: plain text
     reuse_port: bool = False
+    limits: ScalerLimits = field(default_factory=ScalerLimits)
 
 
 class CertificateFiles:
@@ -77,9 +80,12 @@ def address(host: str, port: int) -> str:
 class KedaScalerServer:
     """A background task of the app: ``start`` inside the running loop (the lifespan), ``stop`` at shutdown."""
 
-    def __init__(self, settings: ScalerSettings, servicer: ExternalScalerServicer) -> None:
+    def __init__(self, settings: ScalerSettings, servicer: ExternalScalerServicer, guard: Guard) -> None:
+        """``guard``: the seats and request deadline every call passes first (the servicer's stream evaluations
+        share its ``calls`` seats)."""
         self.settings = settings
         self.servicer = servicer
+        self.guard = guard
         self.port: int | None = None
         self._server: aio.Server | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -88,7 +94,9 @@ class KedaScalerServer:
     def start(self) -> None:
         s = self.settings
         # gRPC sets SO_REUSEPORT unless told not to: a second process would share the port without a word.
-        server = aio.server(options=[("grpc.so_reuseport", 1 if s.reuse_port else 0)])
+        # maximum_concurrent_rpcs: a backstop above every seat and waiting place (the guard refuses first, fairly).
+        server = aio.server(options=channel_args(s.limits, s.reuse_port), interceptors=[self.guard],
+                            maximum_concurrent_rpcs=2 * admitted(s.limits))
         pb_grpc.add_ExternalScalerServicer_to_server(self.servicer, server)
         where = address(s.host, s.port)
         if s.tls is None:

@@ -8,8 +8,14 @@ maps the codes): KEDA then keeps the current scale, or uses the ScaledObject's `
 ``StreamIsActive`` (trigger type ``external-push``) evaluates the trigger every ``stream_interval_s`` and sends the
 activity when it changes (the first evaluation is always sent). KEDA acts on ``true`` only, to scale from zero
 at once; deactivation goes through its polling loop (``IsActive``). While the metric has no value (Prometheus down,
-no sample) nothing is sent and the stream stays open, so KEDA is not pushed into its reconnect back-off (up to a
-minute) right when the value comes back; a metadata map that can never work ends the stream with its status.
+no sample, or no seat for the evaluation: each takes one from the same ``calls`` seats as the unary methods, so open
+streams cannot query Prometheus past ``--keda-scaler-max-requests-inflight``) nothing is sent and the stream stays
+open, so KEDA is not pushed into its reconnect back-off (up to a minute) right when the value comes back; a
+metadata map that can never work ends the stream with its status. A stream ends by itself, with status OK and
+between two evaluations, after a random time within ``stream_lifetime_s``: KEDA opens it again 2 s later (a clean
+end resets its back-off), on the connection then current, so no stream is still open when a connection's
+``--keda-scaler-max-connection-age-grace`` runs out (kube-apiserver ends watches after a random 1-2 times
+``--min-request-timeout`` for the same reason).
 ``StreamMetricSpec`` is not implemented: the target comes from the metadata and never changes on its own, and
 KEDA treats UNIMPLEMENTED as "use GetMetricSpec".
 """
@@ -17,7 +23,9 @@ KEDA treats UNIMPLEMENTED as "use GetMetricSpec".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -27,6 +35,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from adapter.api.status import ApiError
 from adapter.keda import wire
+from adapter.keda.admission import FairSeats, client_of
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.metadata import MetadataError, Trigger, parse_metadata
@@ -41,10 +50,15 @@ T = TypeVar("T")
 
 class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
     def __init__(self, custom: CustomMetrics, external: ExternalMetrics, stream_interval_s: float,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, calls: FairSeats | None = None,
+                 stream_lifetime_s: tuple[float, float] | None = None) -> None:
+        """``calls``: the seats a stream's evaluations take (None: none needed); ``stream_lifetime_s``: the range a
+        stream's lifetime is drawn from (None: streams end only when KEDA or the server ends them)."""
         self.custom = custom
         self.external = external
         self.stream_interval_s = stream_interval_s
+        self.calls = calls
+        self.stream_lifetime_s = stream_lifetime_s
         self._draining = asyncio.Event()  # set when the server drains: open streams end with status OK
         self._durations = Histogram(
             "gpu_adapter_keda_request_duration_seconds",
@@ -119,33 +133,51 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             code = grpc.StatusCode.INVALID_ARGUMENT
             self._observe("StreamIsActive", request, code, started, str(exc))
             await context.abort(code, str(exc))
+        client = client_of(context.peer())
+        ends_at = time.monotonic() + random.uniform(*self.stream_lifetime_s) if self.stream_lifetime_s else None
         last: bool | None = None
         try:
             while True:
                 try:
-                    now = wire.active(trigger, await self.value(trigger, namespace))
-                except ApiError as exc:
-                    if exc.code == 400:  # the request itself is wrong: polling again cannot help
-                        code = wire.status_code(exc)
-                        await context.abort(code, exc.message)
-                    log.debug("StreamIsActive %s/%s: no value (%s); nothing sent", namespace, request.name,
-                              exc.message)
+                    now = await self._evaluate(trigger, namespace, client)
+                except ApiError as exc:  # the request itself is wrong: polling again cannot help
+                    code = wire.status_code(exc)
+                    await context.abort(code, exc.message)
                 except Exception as exc:  # never a stack trace to the caller
                     log.exception("KEDA StreamIsActive failed")
                     code = grpc.StatusCode.INTERNAL
                     await context.abort(code, f"internal error: {exc.__class__.__name__}")
-                else:
-                    if now != last:
-                        last = now
-                        yield pb.IsActiveResponse(result=now)
-                if self._draining.is_set() or await self._pause():
-                    log.debug("StreamIsActive %s/%s ended: the server drains", namespace, request.name)
+                if now is not None and now != last:
+                    last = now
+                    yield pb.IsActiveResponse(result=now)
+                if self._draining.is_set() or _over(ends_at) or await self._pause() or _over(ends_at):
+                    log.debug("StreamIsActive %s/%s ended (%s)", namespace, request.name,
+                              "the server drains" if self._draining.is_set() else "its lifetime is over")
                     return
         except (asyncio.CancelledError, GeneratorExit):  # KEDA closed the stream, or the server stops
             code = grpc.StatusCode.CANCELLED
             raise
         finally:
             self._observe("StreamIsActive", request, code, started)
+
+    async def _evaluate(self, trigger: Trigger, namespace: str, client: str) -> bool | None:
+        """One evaluation of a stream's trigger: its activity, or None when there is no value this time (no seat,
+        or the provider has none: sent nothing, tried again). An ``ApiError`` only for a request that is wrong."""
+        if self.calls is None:
+            seat: Any = contextlib.nullcontext(True)
+        else:
+            seat = self.calls.seat(client)
+        async with seat as seated:
+            if not seated:
+                log.debug("StreamIsActive %s: no seat for this evaluation; nothing sent", namespace)
+                return None
+            try:
+                return wire.active(trigger, await self.value(trigger, namespace))
+            except ApiError as exc:
+                if exc.code == 400:
+                    raise
+                log.debug("StreamIsActive %s: no value (%s); nothing sent", namespace, exc.message)
+                return None
 
     # -- shared ----------------------------------------------------------------------------------------------
     async def _unary(self, method: str, ref: pb.ScaledObjectRef, context: Any, answer: Callable[[], Awaitable[T]],
@@ -178,3 +210,8 @@ class ExternalScalerServicer(pb_grpc.ExternalScalerServicer):
             if message:
                 extra["error"] = message
             access_log.info("request", extra=extra)
+
+
+def _over(ends_at: float | None) -> bool:
+    """Whether a stream's lifetime is over (checked before and after each pause, never during an evaluation)."""
+    return ends_at is not None and time.monotonic() >= ends_at

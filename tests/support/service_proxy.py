@@ -38,8 +38,11 @@ class ServiceProxy:
     """``set_endpoint(name, address, ready)`` changes the Service after ``propagation_s``; ``address`` is where
     clients connect."""
 
-    def __init__(self, propagation_s: float) -> None:
+    def __init__(self, propagation_s: float, source: str | None = None) -> None:
+        """``source``: the local address its connections to the endpoints come from (a client pod's own IP, which
+        kube-proxy keeps for a ClusterIP: 127.0.0.2 stands for another pod than the rest of a test on loopback)."""
         self.propagation_s = propagation_s
+        self.source = source
         self.stats = EndpointStats()
         self._addresses: dict[str, tuple[str, int]] = {}
         self._ready: list[str] = []
@@ -131,7 +134,8 @@ class ServiceProxy:
         host, port = self._addresses[name]
         self.stats.connections[name] += 1
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                host, port, local_addr=(self.source, 0) if self.source else None)
         except OSError:
             self.stats.refused[name] += 1
             client_writer.transport.abort()  # a reset, as the kernel answers a dial to a closed port

@@ -43,6 +43,16 @@ Returns YAML: {ca, cert, key, clientCert, clientKey} as PEM.
 {{- $k := .Values.adapter.kedaScaler -}}
 - --keda-scaler-port={{ $k.containerPort }}
 - --keda-scaler-stream-interval={{ $k.streamInterval }}
+{{- with $k.limits }}
+- --keda-scaler-max-requests-inflight={{ int .maxRequestsInflight }}
+- --keda-scaler-max-streams={{ int .maxStreams }}
+- --keda-scaler-max-connections={{ int .maxConnections }}
+- --keda-scaler-handshake-timeout={{ .handshakeTimeout }}
+- --keda-scaler-max-connection-idle={{ .maxConnectionIdle }}
+- --keda-scaler-max-connection-age={{ .maxConnectionAge }}
+- --keda-scaler-max-connection-age-grace={{ .maxConnectionAgeGrace }}
+- --keda-scaler-keepalive-min-time={{ .keepaliveMinTime }}
+{{- end }}
 {{- if eq $k.tls.mode "insecure" }}
 - --keda-scaler-insecure
 {{- else }}
