@@ -43,11 +43,16 @@ def _gen_certs(overlay: Path) -> Path:
     return overlay / "certs"
 
 
-def _with_external(overlay: Path) -> None:
+def _with_component(overlay: Path, component: str) -> None:
+    """List ``components/<component>`` in the overlay, as its kustomization's comment tells a user to."""
     kustomization = overlay / "kustomization.yaml"
     text = kustomization.read_text()
     assert "components: []" in text
-    kustomization.write_text(text.replace("components: []", "components:\n- ../../components/external-metrics"))
+    kustomization.write_text(text.replace("components: []", f"components:\n- ../../components/{component}"))
+
+
+def _with_external(overlay: Path) -> None:
+    _with_component(overlay, "external-metrics")
 
 
 @pytest.fixture(scope="module")
@@ -465,9 +470,7 @@ def test_cluster_autoscaler_node_groups_can_scale_from_zero_for_the_workload(exa
 def test_resource_metrics_component_registers_metrics_k8s_io(tmp_path):
     tree = _copy_apiservice(tmp_path)
     overlay = tree / "overlays" / "insecure"
-    kustomization = overlay / "kustomization.yaml"
-    kustomization.write_text(kustomization.read_text().replace(
-        "components: []", "components:\n- ../../components/resource-metrics"))
+    _with_component(overlay, "resource-metrics")
     docs = kustomize(overlay)
     assert validate_all(docs) == []
     api = one(docs, "APIService", "v1beta1.metrics.k8s.io")
@@ -535,9 +538,7 @@ def test_network_policy_component_is_the_charts_policy_once_its_cidr_is_set(rend
         ipaddress.ip_network(placeholder)
     component.write_text(component.read_text().replace(placeholder, "10.0.0.0/19"))
     overlay = tree / "overlays" / "insecure"
-    kustomization = overlay / "kustomization.yaml"
-    kustomization.write_text(kustomization.read_text().replace(
-        "components: []", "components:\n- ../../components/network-policy"))
+    _with_component(overlay, "network-policy")
     docs = kustomize(overlay)
     assert validate_all(docs) == []
     policy = one(docs, "NetworkPolicy")["spec"]
