@@ -112,7 +112,8 @@ def test_everything_on_renders_every_resource(all_on):
     kinds = {d["kind"] for d in all_on}
     assert kinds == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
                      "Secret", "Deployment", "Service", "PodDisruptionBudget", "APIService", "ServiceMonitor",
-                     "DaemonSet", "PrometheusRule", "NodePool", "EC2NodeClass", "Pod", "ResourceQuota"}
+                     "DaemonSet", "PrometheusRule", "NodePool", "EC2NodeClass", "Pod", "ResourceQuota",
+                     "NetworkPolicy"}
     assert {d["metadata"]["name"] for d in find(all_on, "APIService")} == {
         "v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
     assert all(d["metadata"]["labels"]["team"] == "ml-platform" for d in all_on)

@@ -43,11 +43,16 @@ def _gen_certs(overlay: Path) -> Path:
     return overlay / "certs"
 
 
-def _with_external(overlay: Path) -> None:
+def _with_component(overlay: Path, component: str) -> None:
+    """List ``components/<component>`` in the overlay, as its kustomization's comment tells a user to."""
     kustomization = overlay / "kustomization.yaml"
     text = kustomization.read_text()
     assert "components: []" in text
-    kustomization.write_text(text.replace("components: []", "components:\n- ../../components/external-metrics"))
+    kustomization.write_text(text.replace("components: []", f"components:\n- ../../components/{component}"))
+
+
+def _with_external(overlay: Path) -> None:
+    _with_component(overlay, "external-metrics")
 
 
 @pytest.fixture(scope="module")
@@ -465,9 +470,7 @@ def test_cluster_autoscaler_node_groups_can_scale_from_zero_for_the_workload(exa
 def test_resource_metrics_component_registers_metrics_k8s_io(tmp_path):
     tree = _copy_apiservice(tmp_path)
     overlay = tree / "overlays" / "insecure"
-    kustomization = overlay / "kustomization.yaml"
-    kustomization.write_text(kustomization.read_text().replace(
-        "components: []", "components:\n- ../../components/resource-metrics"))
+    _with_component(overlay, "resource-metrics")
     docs = kustomize(overlay)
     assert validate_all(docs) == []
     api = one(docs, "APIService", "v1beta1.metrics.k8s.io")
@@ -515,3 +518,36 @@ def test_vllm_pods_are_scraped_per_pod(examples):
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert all(container[p]["httpGet"]["path"] == "/health" for p in ("startupProbe", "readinessProbe"))
+
+
+@pytest.mark.tools
+def test_network_policy_component_is_the_charts_policy_once_its_cidr_is_set(rendered, tmp_path):
+    """The opt-in component admits what the chart's networkPolicy does for the adapter (API server, Prometheus for
+    /metrics), to the Deployment's pods and port; as shipped, its CIDR is a placeholder the API server refuses
+    (ipBlock.cidr must parse), so nothing is applied half-configured."""
+    import ipaddress
+
+    from tests.test_chart import render as render_chart
+
+    assert not [v for v, docs in rendered.items() if find(docs, "NetworkPolicy")]  # opt-in
+    tree = _copy_apiservice(tmp_path)
+    component = tree / "components" / "network-policy" / "network-policy.yaml"
+    shipped = one(load_files([component]), "NetworkPolicy")
+    placeholder = shipped["spec"]["ingress"][0]["from"][0]["ipBlock"]["cidr"]
+    with pytest.raises(ValueError):
+        ipaddress.ip_network(placeholder)
+    component.write_text(component.read_text().replace(placeholder, "10.0.0.0/19"))
+    overlay = tree / "overlays" / "insecure"
+    _with_component(overlay, "network-policy")
+    docs = kustomize(overlay)
+    assert validate_all(docs) == []
+    policy = one(docs, "NetworkPolicy")["spec"]
+    pod = one(docs, "Deployment", "gpu-metrics-adapter")["spec"]["template"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert one(docs, "NetworkPolicy")["metadata"]["namespace"] == pod_namespace(docs)
+    https = next(p["containerPort"] for p in pod["spec"]["containers"][0]["ports"] if p["name"] == "https")
+    assert {p["port"] for r in policy["ingress"] for p in r["ports"]} == {https}
+    chart = one(render_chart(None, "networkPolicy.enabled=true", "networkPolicy.apiServer.cidrs={10.0.0.0/19}"),
+                "NetworkPolicy", "gpu-gpu-autoscaler-adapter")["spec"]
+    assert {k: v for k, v in policy.items() if k != "podSelector"} == \
+        {k: v for k, v in chart.items() if k != "podSelector"}
