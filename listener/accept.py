@@ -17,6 +17,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
+from listener.addresses import peer_of
 from listener.protocol import Guard, GuardedProtocol
 
 log = logging.getLogger("listener")
@@ -29,8 +30,9 @@ _RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class Handshake:
     """An accepted connection until its handshake is done: its place in the waiting room."""
 
-    def __init__(self, conn: socket.socket) -> None:
+    def __init__(self, conn: socket.socket, address: str) -> None:
         self.conn = conn
+        self.address = address
         self.evicted = False
 
     def evict(self) -> None:
@@ -58,20 +60,20 @@ class Acceptor:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                conn, _ = await loop.sock_accept(self.sock)
+                conn, address = await loop.sock_accept(self.sock)
             except OSError as exc:
                 if exc.errno not in _RETRY_ERRNOS:
                     raise
                 self.guard.quiet.warning("accept", f"cannot accept a connection: {exc.strerror}; retrying")
                 await asyncio.sleep(0.1)
                 continue
-            task = loop.create_task(self._hand_over(conn))
+            task = loop.create_task(self._hand_over(conn, peer_of(address)))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
-    async def _hand_over(self, conn: socket.socket) -> None:
+    async def _hand_over(self, conn: socket.socket, address: str) -> None:
         g = self.guard
-        pending = Handshake(conn)
+        pending = Handshake(conn, address)
         context = g.tls() if g.tls is not None else None
         g.handshaking += 1
         g.room.enter(pending)

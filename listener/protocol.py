@@ -27,6 +27,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from listener.addresses import peer_of
 from listener.head import BODY_NOT_TAKEN, HeadMeter, Refusal
 from listener.limits import Limits
 from listener.logs import QuietLog
@@ -71,6 +72,7 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.guard = guard
         self.pending: Waiter | None = None  # the accepted connection's place in the room until it is handed here
+        self.address = ""  # the client's (listener.addresses), known once connected
         self._raw: asyncio.BaseTransport | None = None
         self._phase = "head"  # head | busy | idle | closing
         self._timer: asyncio.TimerHandle | None = None
@@ -89,6 +91,7 @@ class GuardedProtocol(HttpToolsProtocol):
             transport.abort()
             return
         self._raw = transport  # type: ignore[assignment]
+        self.address = peer_of(transport.get_extra_info("peername"))
         g.open += 1
         if self.pending is not None:
             g.room.leave(self.pending)

@@ -1,4 +1,4 @@
-"""The KEDA scaler's seats (``adapter.keda.admission``) and limits (``adapter.keda.limits``), without a server:
+"""The KEDA scaler's seats (``listener.seats``) and limits (``adapter.keda.limits``), without a server:
 who is seated, in which order, who waits and who is refused; the gRPC core arguments each flag becomes; the flags
 read into limits."""
 
@@ -12,7 +12,6 @@ import pytest
 
 from adapter.cli.flags import REQUIRED, SERVE, Options, UsageError
 from adapter.cli.serve import keda_flags
-from adapter.keda.admission import FairSeats, client_of
 from adapter.keda.limits import (
     MAX_METADATA_BYTES,
     MAX_REQUEST_BYTES,
@@ -21,6 +20,8 @@ from adapter.keda.limits import (
     admitted,
     channel_args,
 )
+from adapter.keda.peer import client_of
+from listener.seats import FairSeats
 
 pytestmark = pytest.mark.unit
 

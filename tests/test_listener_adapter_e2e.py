@@ -220,6 +220,40 @@ def test_requests_past_the_in_flight_limit_get_429_with_retry_after(served: Serv
         served.proxy.release()
 
 
+def test_past_the_limit_seats_go_round_the_client_addresses(served: Served, tmp_path: Path) -> None:
+    """A pod flooding the port from its own address waits its turn: the aggregator's request, arriving after ten of
+    the flood's, is seated second (API Priority and Fairness' fair queuing, one flow per address)."""
+    adapter = AdapterProcess(served.proxy.url, str(tmp_path / "certs"), [
+        "--config", str(served.rules), "--query-cache-ttl", "0", "--max-requests-inflight", "2",
+        "--request-timeout", "60s", "--prometheus-timeout", "20s"])
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    def ask(source: str, name: str) -> int:
+        transport = httpx.HTTPTransport(verify=False, local_address=source)
+        with httpx.Client(transport=transport, base_url=adapter.url, timeout=60.0) as client:
+            status = client.get(POD).status_code
+        with lock:
+            finished.append(name)
+        return status
+
+    served.proxy.hold()
+    try:
+        with ThreadPoolExecutor(12) as pool:
+            flood = [pool.submit(ask, "127.0.0.2", f"flood-{i}") for i in range(10)]
+            wait_until(lambda: value(scrape(adapter), "gpu_adapter_requests_in_flight") == 2, 10, "2 in flight")
+            time.sleep(0.5)  # the other 8 are queued behind them
+            hpa = pool.submit(ask, "127.0.0.1", "aggregator")
+            time.sleep(0.5)
+            served.proxy.release()
+            assert hpa.result() == 200 and [f.result() for f in flood] == [200] * 10
+    finally:
+        served.proxy.release()
+        adapter.stop()
+    # Two in flight finish first; the first seat freed goes to the flood's turn, the second to the aggregator.
+    assert finished.index("aggregator") <= 3, finished
+
+
 def test_a_request_not_answered_within_the_request_timeout_gets_504(served: Served) -> None:
     served.proxy.hold()
     try:

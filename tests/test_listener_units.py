@@ -4,6 +4,8 @@ waiting room's budget (who is closed first)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from listener.head import HeadMeter, Refusal
 from listener.limits import HEAD_SLOP_BYTES, Limits, LimitsError
@@ -102,8 +104,11 @@ def test_limits_name_the_flag_of_a_bad_value() -> None:
 
 
 class Conn:
+    """A connection named ``<address>.<n>``: ``p.1`` and ``p.2`` come from one pod."""
+
     def __init__(self, name: str, room: WaitingRoom, closed: list[str]) -> None:
         self.name, self.room, self.closed = name, room, closed
+        self.address = name.split(".")[0]
 
     def evict(self) -> None:
         self.closed.append(self.name)
@@ -112,20 +117,26 @@ class Conn:
         return self.name
 
 
-# Each step: (action, connection, bytes); what the room closed after all steps, in order.
+# Each step: (action, connection, bytes); what the room (3 connections, 100 bytes) closed, in order.
 ROOM_CASES = {
-    "the longest waiting goes first": ([("enter", "a", 0), ("enter", "b", 0), ("enter", "c", 0),
-                                        ("enter", "d", 0)], ["a"]),
+    "one address each: the longest waiting goes first": (
+        [("enter", "a.1", 0), ("enter", "b.1", 0), ("enter", "c.1", 0), ("enter", "d.1", 0)], ["a.1"]),
+    "the address with the most waiting loses one, its longest waiting": (
+        [("enter", "p.1", 0), ("enter", "p.2", 0), ("enter", "hpa.1", 0), ("enter", "p.3", 0)], ["p.1"]),
+    "a flood cannot push out a real client that came before it": (
+        [("enter", "hpa.1", 0), *[("enter", f"p.{i}", 0) for i in range(1, 6)]], ["p.1", "p.2", "p.3"]),
     "a connection that was served and waits again goes to the back": (
-        [("enter", "a", 0), ("enter", "b", 0), ("leave", "a", 0), ("enter", "a", 0), ("enter", "c", 0),
-         ("enter", "d", 0)], ["b"]),
+        [("enter", "a.1", 0), ("enter", "b.1", 0), ("leave", "a.1", 0), ("enter", "a.1", 0), ("enter", "c.1", 0),
+         ("enter", "d.1", 0)], ["b.1"]),
     "sending bytes does not keep a trickling client's place": (
-        [("enter", "a", 0), ("enter", "b", 0), ("hold", "a", 10), ("enter", "c", 0), ("enter", "d", 0)], ["a"]),
-    "unfinished heads over the byte budget close the oldest, not the one sending": (
-        [("enter", "a", 0), ("enter", "b", 0), ("hold", "a", 60), ("hold", "b", 60)], ["a"]),
-    "alone over the byte budget: kept (its head limit bounds it)": ([("enter", "a", 0), ("hold", "a", 500)], []),
+        [("enter", "a.1", 0), ("enter", "b.1", 0), ("hold", "a.1", 10), ("enter", "c.1", 0), ("enter", "d.1", 0)],
+        ["a.1"]),
+    "unfinished heads over the byte budget close another, not the one sending": (
+        [("enter", "a.1", 0), ("enter", "b.1", 0), ("hold", "a.1", 60), ("hold", "b.1", 60)], ["a.1"]),
+    "alone over the byte budget: kept (its head limit bounds it)": ([("enter", "a.1", 0), ("hold", "a.1", 500)], []),
     "a finished head gives its bytes back": (
-        [("enter", "a", 0), ("hold", "a", 90), ("leave", "a", 0), ("enter", "b", 0), ("hold", "b", 90)], []),
+        [("enter", "a.1", 0), ("hold", "a.1", 90), ("leave", "a.1", 0), ("enter", "b.1", 0), ("hold", "b.1", 90)],
+        []),
 }
 
 
@@ -173,3 +184,36 @@ def test_quiet_filter_passes_other_messages() -> None:
     assert f.filter(record("Invalid HTTP request received."))
     assert not f.filter(record("Invalid HTTP request received."))
     assert f.filter(record("something else")) and f.filter(record("something else"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["enter", "leave", "hold"]), st.sampled_from("abc"), st.integers(0, 4),
+                          st.integers(0, 60)), max_size=60))
+def test_waiting_room_always_evicts_as_a_brute_force_scan_would(steps: list[tuple[str, str, int, int]]) -> None:
+    room = WaitingRoom(max_connections=4, max_head_bytes=100)
+    closed: list[str] = []
+    conns: dict[str, Conn] = {}
+    # The model: each waiting connection's address, bytes and when it began waiting.
+    model: dict[str, tuple[int, int]] = {}
+    for clock, (action, address, n, nbytes) in enumerate(steps):
+        name = f"{address}.{n}"
+        conn = conns.setdefault(name, Conn(name, room, closed))
+        before = list(closed)
+        if action == "enter":
+            model[name] = (0, clock)
+            room.enter(conn)
+        elif action == "leave":
+            model.pop(name, None)
+            room.leave(conn)
+        elif name in model:
+            model[name] = (model[name][0] + nbytes, model[name][1])
+            room.hold(conn, nbytes)
+        for victim in closed[len(before):]:
+            counts = {a: sum(1 for k in model if k.split(".")[0] == a) for a in {k.split(".")[0] for k in model}}
+            most = max(c for a, c in counts.items() if any(k.split(".")[0] == a and k != name for k in model))
+            assert counts[victim.split(".")[0]] == most, (victim, counts)
+            line = sorted((when, k) for k, (_, when) in model.items() if k.split(".")[0] == victim.split(".")[0])
+            assert victim == next(k for _, k in line if k != name)
+            model.pop(victim)
+        assert len(room) == len(model) <= 4
+        assert room.head_bytes == sum(b for b, _ in model.values())

@@ -138,10 +138,12 @@ SHUTDOWN = (  # k8s.io/apiserver's flags of the same names (pkg/server/options/s
          "pod's terminationGracePeriodSeconds must cover the delay plus this."),
 )
 LIMITS = (  # what a client gets before it is authenticated (listener/, docs/adapter.md "Hostile clients")
-    Flag("--max-requests-inflight", int, 400,
-         "Requests answered at once (probes and /metrics not counted); the next ones get 429 with Retry-After: 1, "
-         "which client-go (the HPA controller, through the aggregator) retries. kube-apiserver's flag and default; "
-         "0: no limit.", range=(0, 100000)),
+    Flag("--max-requests-inflight", int, 100,
+         "Requests answered at once (probes and /metrics not counted); the next ones wait for a seat, handed out in "
+         "turn between client addresses, at most a quarter of --request-timeout, then get 429 with Retry-After: 1, "
+         "which client-go (the HPA controller, through the aggregator) retries. kube-apiserver's flag; its 400 "
+         "is four times what a 512 MiB replica holds (about 1 MiB per request over 1,500 pods); 0: no limit.",
+         range=(0, 100000)),
     Flag("--request-timeout", str, "60s",
          "A request not answered within this gets 504 (kube-apiserver's flag and default); its connection is "
          "dropped if the answer is still unwritten 10s later (a client that stopped reading)."),

@@ -4,7 +4,7 @@ gRPC hands a unary method its request only once the whole message has arrived, a
 already running: a client that opens calls and never sends their message would hold them (and everything a call
 holds) for as long as it likes. So this interceptor serves every method as a request-streaming one (the same bytes
 on the wire): it runs as soon as the call's headers arrive, takes a seat for the call's client
-(``adapter.keda.admission``; none in time: RESOURCE_EXHAUSTED, as kube-apiserver answers 429), then reads the one
+(``listener.seats``; none in time: RESOURCE_EXHAUSTED, as kube-apiserver answers 429), then reads the one
 request message within ``read_timeout_s`` (else DEADLINE_EXCEEDED) and calls the method with it.
 
 Unary methods (``IsActive``, ``GetMetrics``, ``GetMetricSpec``) take seats from ``calls``; a ``StreamIsActive`` or
@@ -24,7 +24,8 @@ import grpc
 from grpc import aio
 from prometheus_client import CollectorRegistry, Counter
 
-from adapter.keda.admission import FairSeats, client_of
+from adapter.keda.peer import client_of
+from listener.seats import FairSeats
 
 log = logging.getLogger("adapter.keda")
 LOG_EVERY_S = 10.0  # one line per reason at most this often: a flood is counted, not logged call by call

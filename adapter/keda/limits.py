@@ -1,5 +1,5 @@
 """The KEDA scaler's limits: what one replica holds at most and for how long, as gRPC core server arguments and
-seats (``adapter.keda.admission``). Pure: no server is started here.
+seats (``listener.seats``). Pure: no server is started here.
 
 Every default is said and justified in docs/keda.md#limits; KEDA's side was read from kedacore/keda
 ``pkg/scalers/external_scaler.go`` (commit 8b4f083ca): ``getClientForConnectionPool`` dials one ``grpc.ClientConn``
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from adapter.keda.admission import FairSeats
+from listener.seats import FairSeats
 
 # KEDA's requests are a ScaledObjectRef (name, namespace, the trigger's metadata map) with gRPC's few standard
 # headers: a few hundred bytes each. A bigger one is refused by gRPC before it is read (RESOURCE_EXHAUSTED).

@@ -35,13 +35,14 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from adapter.api.status import ApiError
 from adapter.keda import wire
-from adapter.keda.admission import FairSeats, client_of
 from adapter.keda.externalscaler import externalscaler_pb2 as pb
 from adapter.keda.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from adapter.keda.metadata import MetadataError, Trigger, parse_metadata
+from adapter.keda.peer import client_of
 from adapter.provider.custom import CustomMetrics
 from adapter.provider.external import ExternalMetrics
 from adapter.rules import ResourceError, normalise_resource
+from listener.seats import FairSeats
 
 log = logging.getLogger("adapter.keda")
 access_log = logging.getLogger("adapter.access")

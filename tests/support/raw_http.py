@@ -4,6 +4,7 @@ sent in pieces, never finished, oversized; answers read as bytes; how long until
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
 import ssl
@@ -11,14 +12,17 @@ import time
 from dataclasses import dataclass
 
 
-def connect(port: int, *, tls: bool = True, host: str = "127.0.0.1", timeout: float = 10.0) -> socket.socket:
-    sock = socket.create_connection((host, port), timeout=timeout)
-    if not tls:
-        return sock
-    ctx = ssl.create_default_context()
+@functools.cache
+def _client_tls() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # not create_default_context: no CA store to load each time
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    return ctx.wrap_socket(sock)
+    return ctx
+
+
+def connect(port: int, *, tls: bool = True, host: str = "127.0.0.1", timeout: float = 10.0) -> socket.socket:
+    sock = socket.create_connection((host, port), timeout=timeout)
+    return _client_tls().wrap_socket(sock) if tls else sock
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Seats for the KEDA scaler's calls, handed out fairly between clients (pure asyncio, no gRPC).
+"""Seats for requests, handed out fairly between clients (pure asyncio): the adapter's HTTPS requests
+(``--max-requests-inflight``) and the KEDA scaler's calls take them the same way.
 
 A call takes a seat while it runs. When every seat is taken it waits in its client's queue, at most ``wait_s``;
 a freed seat goes to the client whose turn it is, one call per client in turn (round robin), so a client with one
@@ -9,14 +10,14 @@ call is told at once (the scaler answers RESOURCE_EXHAUSTED).
 
 This is the shape of kube-apiserver's API Priority and Fairness (k8s.io/apiserver ``pkg/util/flowcontrol``): a
 concurrency limit, queues per flow, fair dispatch, and rejection when a queue is full or waited on too long, with
-one priority level and the client's address as the flow (KEDA's operator is one client; a flooding pod another).
+one priority level and the client's address as the flow (the API server's aggregator is one client, KEDA's operator
+another, a flooding pod a third).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from collections import deque
 from collections.abc import AsyncIterator
 
@@ -103,19 +104,3 @@ class FairSeats:
         if not queue:
             del self._queues[client]
         future.cancel()
-
-
-def client_of(peer: str) -> str:
-    """The client's address from gRPC's peer string (``ipv4:10.1.2.3:5555``, ``ipv6:[::ffff:10.1.2.3]:5555``,
-    ``unix:/path``): the flow a call belongs to. Every connection of one pod shares it; an IPv4 address mapped into
-    IPv6 (a dual-stack listener) is the IPv4 one."""
-    kind, _, rest = peer.partition(":")
-    if kind not in ("ipv4", "ipv6"):
-        return peer
-    host = rest.rsplit(":", 1)[0].strip("[]")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host
-    mapped = getattr(address, "ipv4_mapped", None)
-    return str(mapped or address)
