@@ -52,6 +52,20 @@ class Calls:
         for _ in range(5):
             await asyncio.sleep(0)
 
+    async def waiting(self, *names: str) -> Calls:
+        """Every seat taken by "x", then ``names`` started (each waits, or is refused)."""
+        while self.seats.in_use < self.seats.seats:
+            assert await self.seats.take("x")
+        for name in names:
+            self.start(name)
+        await self.settle()
+        return self
+
+    async def cancel(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
 
 def test_free_seats_are_taken_at_once_and_given_back() -> None:
     async def scenario() -> None:
@@ -68,11 +82,7 @@ def test_freed_seats_go_to_waiting_clients_in_turn() -> None:
     after at most one more of the flood's, not after all ten."""
     async def scenario() -> None:
         seats = FairSeats(1, max_waiting=100, wait_s=5)
-        assert await seats.take("x")
-        calls = Calls(seats)
-        for i in range(10):
-            calls.start(f"a{i}")
-        await calls.settle()
+        calls = await Calls(seats).waiting(*(f"a{i}" for i in range(10)))
         calls.start("k0")
         await calls.settle()
         for _ in range(4):
@@ -80,9 +90,7 @@ def test_freed_seats_go_to_waiting_clients_in_turn() -> None:
             await calls.settle()
         assert calls.order == ["a0", "k0", "a1", "a2"]
         assert seats.in_use == 1 and seats.waiting == 7
-        for task in calls.tasks:
-            task.cancel()
-        await asyncio.gather(*calls.tasks, return_exceptions=True)
+        await calls.cancel()
         assert seats.waiting == 0
     run(scenario)
 
@@ -90,11 +98,7 @@ def test_freed_seats_go_to_waiting_clients_in_turn() -> None:
 def test_a_full_queue_pushes_out_the_longest_queues_newest_call() -> None:
     async def scenario() -> None:
         seats = FairSeats(1, max_waiting=4, wait_s=5)
-        assert await seats.take("x")
-        calls = Calls(seats)
-        for i in range(4):
-            calls.start(f"a{i}")
-        await calls.settle()
+        calls = await Calls(seats).waiting("a0", "a1", "a2", "a3")
         calls.start("k0")  # the queues are full: a's newest waiting call makes room
         await calls.settle()
         assert calls.refused == ["a3"] and seats.waiting == 4
@@ -105,9 +109,7 @@ def test_a_full_queue_pushes_out_the_longest_queues_newest_call() -> None:
             seats.give_back()
             await calls.settle()
         assert calls.order == ["a0", "k0"]
-        for task in calls.tasks:
-            task.cancel()
-        await asyncio.gather(*calls.tasks, return_exceptions=True)
+        await calls.cancel()
     run(scenario)
 
 
