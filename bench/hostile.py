@@ -10,7 +10,6 @@ on a 2-core machine the attacking client's own CPU must stay small beside the se
 - ``oversized``: one request whose header line is 200 MB, sent as fast as the server reads it.
 - ``Probe``: the HPA-shaped client, a request every second, on one kept-alive connection (the aggregator's) or a new
   one each time; a 429 is sent again after its ``Retry-After``, as client-go does for the HPA controller.
-- ``RssSampler``: a process' RSS every 0.2 s.
 """
 
 from __future__ import annotations
@@ -20,11 +19,8 @@ import contextlib
 import functools
 import ssl
 import statistics
-import threading
 import time
 from dataclasses import dataclass, field
-
-import psutil
 
 MIB = 1 << 20
 
@@ -283,35 +279,3 @@ class Probe:
                 "p50_ms": round(statistics.median(seconds) * 1000, 1),
                 "p99_ms": round(seconds[min(len(seconds) - 1, int(len(seconds) * 0.99))] * 1000, 1),
                 "max_ms": round(seconds[-1] * 1000, 1)}
-
-
-class RssSampler:
-    """RSS of ``pid`` every 0.2 s in a thread; ``mark(name)`` keeps the current value under a name."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = psutil.Process(pid)
-        self.peak = 0
-        self.marks: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def now(self) -> int:
-        return self.proc.memory_info().rss
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.2):
-            with contextlib.suppress(psutil.Error):
-                self.peak = max(self.peak, self.now())
-
-    def mark(self, name: str) -> int:
-        self.marks[name] = self.now()
-        self.peak = max(self.peak, self.marks[name])
-        return self.marks[name]
-
-    def reset_peak(self) -> None:
-        self.peak = self.now()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(2)

@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from adapter_load import NAMESPACE, exposition, objects_document  # noqa: E402  (bench/adapter_load.py)
 from exporter_scrape import machine_line  # noqa: E402
-from hostile import MIB, Probe, RssSampler, flood, oversized, slow_heads, stalled_handshakes  # noqa: E402
+from hostile import MIB, Probe, flood, oversized, slow_heads, stalled_handshakes  # noqa: E402
+from rss import RssSampler  # noqa: E402
 
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.certs import issue, make_ca  # noqa: E402
@@ -107,7 +108,6 @@ def attack_in_child(port: int, tls: bool, attack: str, path: str, s: Settings) -
 async def run_attack(target: Target, attack: str, s: Settings) -> dict[str, Any]:
     """One attack (in a child process) with both probes running here, from before it to ``settle_s`` after it."""
     sampler = RssSampler(target.pid)
-    rss_before = sampler.mark("before")
     stop_probes = asyncio.Event()
     probes = [Probe(target.port, target.tls, target.probe_path),
               Probe(target.port, target.tls, target.probe_path, fresh=True)]
@@ -119,14 +119,11 @@ async def run_attack(target: Target, attack: str, s: Settings) -> dict[str, Any]
             pool, attack_in_child, target.port, target.tls, attack, target.flood_path, s)
     result: dict[str, Any] = {"target": target.name, "attack": attack, **seen}
     ended = time.monotonic()
-    rss_peak = sampler.peak
     await asyncio.sleep(s.settle_s)
-    rss_after = sampler.mark("after")
+    rss = sampler.stop()
     stop_probes.set()
     await asyncio.gather(*probing)
-    sampler.stop()
-    result.update(rss_before_mib=round(rss_before / MIB, 1), rss_peak_mib=round(rss_peak / MIB, 1),
-                  rss_after_mib=round(rss_after / MIB, 1),
+    result.update({k: round(v, 1) for k, v in rss.items()},
                   memory_limit_mib=CHART_MEMORY_LIMIT_MIB[target.name.split()[0]])
     for probe, kind in zip(probes, ("kept-alive", "new connection"), strict=True):
         result[f"probe {kind}, during"] = probe.summary(start, ended)

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from exporter_scrape import machine_line  # noqa: E402
-from rss import MIB  # noqa: E402
+from rss import MIB, RssSampler  # noqa: E402
 
 from adapter.keda.externalscaler import externalscaler_pb2 as pb  # noqa: E402
 from tests.support import hostile  # noqa: E402
@@ -170,29 +170,6 @@ def start_scaler(env: Env, tls: bool = False) -> Scaler:
 
 
 # -- measuring ---------------------------------------------------------------------------------------------------
-class Rss:
-    """The adapter's RSS sampled every 0.1 s on a thread: before (at start), the peak, and the latest."""
-
-    def __init__(self, pid: int) -> None:
-        self.process = psutil.Process(pid)
-        self.before = self.peak = self.latest = float(self.process.memory_info().rss)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.1):
-            with contextlib.suppress(psutil.Error):
-                self.latest = float(self.process.memory_info().rss)
-                self.peak = max(self.peak, self.latest)
-
-    def stop(self) -> dict[str, float]:
-        self._stop.set()
-        self._thread.join(2)
-        return {"rss_before_mib": self.before / MIB, "rss_peak_mib": self.peak / MIB,
-                "rss_after_mib": self.latest / MIB}
-
-
 def held_connections(pid: int, port: int) -> int:
     """TCP connections the adapter has open on the scaler's port."""
     return sum(1 for c in psutil.Process(pid).net_connections(kind="tcp")
@@ -202,7 +179,7 @@ def held_connections(pid: int, port: int) -> int:
 @contextlib.contextmanager
 def measured(scaler: Scaler, after_s: float = 10.0) -> Iterator[dict[str, Any]]:
     """RSS and the KEDA-shaped client around the block; ``after_s`` after it ends, the RSS 'after'."""
-    rss = Rss(scaler.adapter.proc.pid)
+    rss = RssSampler(scaler.adapter.proc.pid)
     keda = hostile.KedaShaped(scaler.client.stub, scaler.client.trigger("keda", NAMESPACE, trigger("small")).ref)
     keda.start()
     figures: dict[str, Any] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,3 +83,30 @@ def warm_pod_cache(client: httpx.Client, metric_path: str, namespace: str = "ben
 
 def mib(value: float) -> str:
     return f"{value / MIB:.1f} MiB"
+
+
+class RssSampler:
+    """A process' RSS sampled on a thread every ``interval_s``: at start (``before``), the highest (``peak``), the
+    latest; ``stop`` ends the sampling and gives the three in MiB."""
+
+    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+        self.process = psutil.Process(pid)
+        self.before = self.peak = self.latest = float(self.process.memory_info().rss)
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            with contextlib.suppress(psutil.Error):
+                self.latest = float(self.process.memory_info().rss)
+                self.peak = max(self.peak, self.latest)
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._thread.join(2)
+        with contextlib.suppress(psutil.Error):
+            self.latest = float(self.process.memory_info().rss)
+        return {"rss_before_mib": self.before / MIB, "rss_peak_mib": self.peak / MIB,
+                "rss_after_mib": self.latest / MIB}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -25,6 +24,7 @@ from grpc import aio
 from prometheus_client import CollectorRegistry, Counter
 
 from adapter.keda.peer import client_of
+from listener.logs import QuietLog
 from listener.seats import FairSeats
 
 log = logging.getLogger("adapter.keda")
@@ -40,18 +40,15 @@ class Refusals:
             "KEDA external-scaler calls refused before they ran, by method and reason (busy: no seat in time; "
             "slow-request: no request message in time).", ["method", "reason"],
             registry=registry) if registry is not None else None
-        self._logged: dict[str, float] = {}
+        self._quiet = QuietLog(log, LOG_EVERY_S)
         self.total = 0
 
     def note(self, method: str, reason: str, client: str, detail: str) -> None:
         self.total += 1
         if self._counter is not None:
             self._counter.labels(method, reason).inc()
-        now = time.monotonic()
-        if now - self._logged.get(reason, -LOG_EVERY_S) >= LOG_EVERY_S:
-            self._logged[reason] = now
-            log.warning("KEDA scaler refused %s from %s: %s (further refusals for %gs only counted in "
-                        "gpu_adapter_keda_refused_calls_total)", method, client, detail, LOG_EVERY_S)
+        self._quiet.warning(reason, f"KEDA scaler refused {method} from {client}: {detail} (further refusals for "
+                                    f"{LOG_EVERY_S:g}s only counted in gpu_adapter_keda_refused_calls_total)")
 
 
 class Guard(aio.ServerInterceptor):
