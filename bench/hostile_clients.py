@@ -164,7 +164,7 @@ def _probe(p: dict[str, Any]) -> str:
 
 # -- targets ---------------------------------------------------------------------------------------------------------
 @contextmanager
-def adapter_target(workdir: Path, name: str, checkout: Path | None) -> Iterator[Target]:
+def adapter_target(workdir: Path, name: str, checkout: Path | None, extra: list[str] | None = None) -> Iterator[Target]:
     groups = {f"a{n}": [f"a{n}-{i}" for i in range(n)] for n in (PROBE_PODS, EXPENSIVE_PODS)}
     endpoint = MetricsEndpoint(exposition(groups))
     prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="5s")
@@ -174,7 +174,8 @@ def adapter_target(workdir: Path, name: str, checkout: Path | None) -> Iterator[
     try:
         prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == PROBE_PODS + EXPENSIVE_PODS, timeout=60)
         adapter = AdapterProcess(prom.url, str(workdir / f"certs-{name}"), [
-            "--standalone-objects", str(objects), "--query-cache-ttl", "0", "--prometheus-timeout", "10s"],
+            "--standalone-objects", str(objects), "--query-cache-ttl", "0", "--prometheus-timeout", "10s",
+            *(extra or [])],
             ready_timeout=60.0, cwd=checkout)
         yield Target(name, adapter.port, adapter.proc.pid, True, f"{PODS_PATH}?labelSelector=app%3Da{PROBE_PODS}",
                      f"{PODS_PATH}?labelSelector=app%3Da{EXPENSIVE_PODS}")
@@ -230,6 +231,7 @@ def main() -> None:
     parser.add_argument("--flood", type=int, default=1000, help="flooding connections")
     parser.add_argument("--hold", type=float, default=40.0, help="seconds each attack lasts after it began")
     parser.add_argument("--before", type=Path, help="another checkout to attack the same way, in the same run")
+    parser.add_argument("--adapter-arg", action="append", default=[], help="an extra gpu-adapter serve flag")
     parser.add_argument("--quick", action="store_true", help="2,000 slow, 200 flooding, 20 s each")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
@@ -246,7 +248,8 @@ def main() -> None:
         for target in args.targets.split(","):
             for suffix, checkout in checkouts:
                 if target.strip() == "adapter":
-                    with adapter_target(workdir, "adapter" + suffix, checkout) as t:
+                    with adapter_target(workdir, "adapter" + suffix, checkout,
+                                        args.adapter_arg if checkout is None else []) as t:
                         asyncio.run(attack_target(t, attacks, s, rows))
                 else:
                     for tls in (False, True):

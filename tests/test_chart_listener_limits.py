@@ -84,7 +84,7 @@ def test_defaults_pass_the_programs_own_defaults_and_no_network_policy():
     assert adapter == {flag: defaults[flag] for flag in ADAPTER_FLAGS.values()}
     # ... which are kube-apiserver's (secure_serving.go; config.go), 1 MiB being MaxHeaderBytes' 1 << 20.
     assert {k: adapter[f] for k, f in ADAPTER_FLAGS.items()} == {
-        "maxRequestsInflight": "100", "requestTimeout": "60s", "readHeaderTimeout": "32s", "idleTimeout": "90s",
+        "maxRequestsInflight": "20", "requestTimeout": "60s", "readHeaderTimeout": "32s", "idleTimeout": "90s",
         "maxHeaderBytes": str(1 << 20), "maxWaitingConnections": "1000"}
     exporter = flag_values(container(docs, "DaemonSet")["args"], {f"--{f}" for f in EXPORTER_FLAGS.values()})
     assert exporter == {f"--{f}": str(BY_SPELLING[f].default) for f in EXPORTER_FLAGS.values()}

@@ -138,11 +138,12 @@ SHUTDOWN = (  # k8s.io/apiserver's flags of the same names (pkg/server/options/s
          "pod's terminationGracePeriodSeconds must cover the delay plus this."),
 )
 LIMITS = (  # what a client gets before it is authenticated (listener/, docs/adapter.md "Hostile clients")
-    Flag("--max-requests-inflight", int, 100,
+    Flag("--max-requests-inflight", int, 20,
          "Requests answered at once (probes and /metrics not counted); the next ones wait for a seat, handed out in "
          "turn between client addresses, at most a quarter of --request-timeout, then get 429 with Retry-After: 1, "
-         "which client-go (the HPA controller, through the aggregator) retries. kube-apiserver's flag; its 400 "
-         "is four times what a 512 MiB replica holds (about 1 MiB per request over 1,500 pods); 0: no limit.",
+         "which client-go (the HPA controller, through the aggregator) retries. kube-apiserver's flag, not its "
+         "400: a request over 1,500 pods holds about 5 MiB while in flight here, and Prometheus runs 20 queries "
+         "at once (--query.max-concurrency); 0: no limit.",
          range=(0, 100000)),
     Flag("--request-timeout", str, "60s",
          "A request not answered within this gets 504 (kube-apiserver's flag and default); its connection is "

@@ -40,7 +40,7 @@ TIMED_OUT = "request did not complete within the allotted timeout"
 class RequestLimits:
     """The flags' values, and what the middleware counted under them (read by the self-metrics)."""
 
-    max_in_flight: int = 100  # 0: no limit (the flag's meaning upstream)
+    max_in_flight: int = 20  # 0: no limit (the flag's meaning upstream)
     timeout_s: float = 60.0
     in_flight: int = 0
     peak: int = 0
