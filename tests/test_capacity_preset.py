@@ -45,7 +45,7 @@ from adapter.rules.capacity import (
 )
 from adapter.rules.inference import INFERENCE_PRESETS, recording_rules
 from loadtest.hpa.spec import milli
-from loadtest.kube_state import OwnerSeries
+from loadtest.standins.kube_state import OwnerSeries
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
 from tests.support.fake_kube import FakeKube

@@ -16,18 +16,18 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from loadtest.capacity_options import capacity_profile
-from loadtest.cli import print_summary
-from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-from loadtest.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings, describe_hpa
-from loadtest.kube_state import OwnerSeries, replicaset_name
-from loadtest.live import Progress
-from loadtest.node_layer import NodeLayerConfig, NodesKind
+from loadtest.cli.main import print_summary
+from loadtest.loadgen.profile import parse_profile
+from loadtest.measure.progress import Progress
+from loadtest.measure.summary import summarize
+from loadtest.measure.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, replicas_needed, surges
+from loadtest.measure.timeline import SyncRecord, TimelineRow
 from loadtest.nodes import NodeTimings, load_nodepool
-from loadtest.profile import parse_profile
-from loadtest.summary import summarize
-from loadtest.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, replicas_needed, surges
-from loadtest.timeline import SyncRecord, TimelineRow
+from loadtest.nodes.layer import NodeLayerConfig, NodesKind
+from loadtest.scenarios.capacity_options import capacity_profile
+from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
+from loadtest.scenarios.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings, describe_hpa
+from loadtest.standins.kube_state import OwnerSeries, replicaset_name
 
 pytestmark = pytest.mark.unit
 
@@ -154,8 +154,8 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
 
 def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compare-capacity``'s console output comes from the comparison's own rows and figures."""
-    import loadtest.compare
-    from loadtest.cli import _compare_capacity
+    import loadtest.scenarios.compare
+    from loadtest.cli.main import _compare_capacity
 
     costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
     times = {"none": 1200.0, "static": 150.0, "auto": 400.0}
@@ -165,8 +165,8 @@ def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monke
         name = "none" if not s.capacity.headroom else "auto" if s.capacity.headroom_auto else "static"
         return DemoResult(summary_with([times[name]], costs[name]), [], [])
 
-    real = loadtest.compare.run_capacity_comparison
-    monkeypatch.setattr(loadtest.compare, "run_capacity_comparison",
+    real = loadtest.scenarios.compare.run_capacity_comparison
+    monkeypatch.setattr(loadtest.scenarios.compare, "run_capacity_comparison",
                         lambda *args, **kwargs: real(*args, **kwargs, runner=runner))
     console = Console(record=True, width=200, file=io.StringIO())
     settings = capacity_settings(NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4),
@@ -197,7 +197,7 @@ def test_the_summary_prints_each_surge_and_the_node_totals() -> None:
 
 
 def test_the_plot_draws_nodes_and_pending_pods_beside_replicas(tmp_path: Path) -> None:
-    from loadtest.plot import plot_capacity_comparison, plot_timeline
+    from loadtest.measure.plot import plot_capacity_comparison, plot_timeline
 
     rows = [TimelineRow(t=float(t), phase="hold", target_rps=50.0, sent=50, ok=50, current_replicas=1 + (t > 5),
                         desired_replicas=2, nodes=1 + (t > 2), node_gpus=1 + 4 * (t > 2),

@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from loadtest.cli import main
-from loadtest.compare import (
+from loadtest.cli.main import main
+from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
+from loadtest.measure.progress import Progress
+from loadtest.measure.summary import PhaseLatency, Summary
+from loadtest.measure.timeline import SyncRecord, TimelineRow
+from loadtest.scenarios.compare import (
     comparison_row,
     format_table,
     format_zero_table,
@@ -24,7 +28,7 @@ from loadtest.compare import (
     saving,
     zero_row,
 )
-from loadtest.demo import (
+from loadtest.scenarios.demo import (
     DEFAULT_SETTINGS,
     QUICK_SETTINGS,
     ZERO_QUICK_SETTINGS,
@@ -36,10 +40,6 @@ from loadtest.demo import (
     describe_metrics,
     with_overrides,
 )
-from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
-from loadtest.live import Progress
-from loadtest.summary import PhaseLatency, Summary
-from loadtest.timeline import SyncRecord, TimelineRow
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from loadtest.loadgen import Arrivals, LoadGenerator, percentile
-from loadtest.profile import parse_profile
+from loadtest.loadgen.open_loop import Arrivals, LoadGenerator, percentile
+from loadtest.loadgen.profile import parse_profile
 from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.unit

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.capacity_options import CapacityOptionError, capacity_config, parse_headroom, parse_timings
-from loadtest.cli import main
-from loadtest.node_layer import NodesKind
+from loadtest.cli.main import main
 from loadtest.nodes import (
     Cluster,
     ClusterAutoscaler,
@@ -32,6 +30,8 @@ from loadtest.nodes import (
     nodepool_from_values,
     scaled,
 )
+from loadtest.nodes.layer import NodesKind
+from loadtest.scenarios.capacity_options import CapacityOptionError, capacity_config, parse_headroom, parse_timings
 
 pytestmark = pytest.mark.unit
 

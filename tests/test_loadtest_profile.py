@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.cli import _profile_option
-from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile
+from loadtest.cli.main import _profile_option
+from loadtest.loadgen.profile import Profile, ProfileError, Segment, parse_duration, parse_profile
 
 pytestmark = pytest.mark.unit
 

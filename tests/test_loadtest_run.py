@@ -19,12 +19,12 @@ import pytest
 import yaml
 from rich.console import Console
 
-from loadtest.kube import ClusterReading
-from loadtest.live import Progress
-from loadtest.loadgen import Arrivals
-from loadtest.profile import parse_profile
-from loadtest.replica import READY_PREFIX
-from loadtest.run import RunOptions, RunOutputs, run_load
+from loadtest.hpa.watch import ClusterReading
+from loadtest.loadgen.open_loop import Arrivals
+from loadtest.loadgen.profile import parse_profile
+from loadtest.measure.progress import Progress
+from loadtest.scenarios.run import RunOptions, RunOutputs, run_load
+from loadtest.standins.replica import READY_PREFIX
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtest.cli import main
-from loadtest.taurus.keys import ANY_VALUE, LEVELS, Key, markdown
-from loadtest.taurus.plan import HttpRequest, TaurusFileError, TaurusPlan, load_plan, read_plan
-from loadtest.taurus.values import ThinkTime
+from loadtest.cli.main import main
+from loadtest.loadgen.taurus.keys import ANY_VALUE, LEVELS, Key, markdown
+from loadtest.loadgen.taurus.plan import HttpRequest, TaurusFileError, TaurusPlan, load_plan, read_plan
+from loadtest.loadgen.taurus.values import ThinkTime
 from tests.support.docs import generated_block
 
 pytestmark = pytest.mark.unit
@@ -249,7 +249,7 @@ def test_the_error_type_carries_the_same_line(tmp_path: Path) -> None:
 
 def test_docs_key_tables_are_the_code_tables() -> None:
     assert generated_block("taurus.md", "taurus-keys") == markdown(), (
-        "regenerate docs/taurus.md's taurus-keys tables: python -c 'from loadtest.taurus.keys import markdown; "
+        "regenerate docs/taurus.md's taurus-keys tables: python -c 'from loadtest.loadgen.taurus.keys import markdown; "
         "print(markdown(), end=\"\")'")
 
 

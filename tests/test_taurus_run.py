@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from loadtest.cli import main
+from loadtest.cli.main import main
 from tests.support.recording_http import RecordingServer
 from tests.support.waiting import wait_until
 

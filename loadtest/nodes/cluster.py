@@ -28,7 +28,7 @@ model on the caller's clock (seconds; call :meth:`Cluster.step` with a time that
   of the same Deployment on its node ("doubled up"), then the shorter time ready, more restarts, and the newer
   creation (times compared in logarithmic buckets under ``LogarithmicScaleDown``, ties broken by UID). The model
   leaves out the node-colocation key and the later ones on purpose: in the demo the workload's pods belong to the
-  local Deployment (:mod:`loadtest.deployment`), which stops its highest-numbered replica, the newest pod, and
+  local Deployment (:mod:`loadtest.standins.deployment`), which stops its highest-numbered replica, the newest pod, and
   deletes that pod here (:meth:`Cluster.delete_pod`); the ReplicaSets of this model (the placeholders') take the
   newest too, so that both scale down alike. Upstream can thus take a pod from a full node where the model
   empties a node holding one pod, which a provisioner then removes.

@@ -49,7 +49,7 @@ import aiohttp
 import httpx
 
 from exporter.backends.fake import fake_gpu_uuid
-from loadtest.kubelet import PodResourcesServer, gpu_pod
+from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.processes import Output, terminate

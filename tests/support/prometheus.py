@@ -1,4 +1,4 @@
-"""A real Prometheus server for tests: ``loadtest.prometheus`` with the test defaults, plus its fixture.
+"""A real Prometheus server for tests: ``loadtest.standins.prometheus`` with the test defaults, plus its fixture.
 
 Use :class:`PrometheusServer` directly (it is a context manager) or the ``prometheus_factory`` fixture,
 pulled in with ``pytest_plugins = ["tests.support.prometheus"]``. Prometheus 2.42 (Debian 12) hands new
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from loadtest import prometheus as _runtime
-from loadtest.prometheus import PrometheusError, Target, free_port
+from loadtest.standins import prometheus as _runtime
+from loadtest.standins.prometheus import PrometheusError, Target, free_port
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.tools import require_tool
 from tests.support.waiting import wait_until
@@ -23,7 +23,7 @@ __all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "promet
 
 
 class PrometheusServer(_runtime.PrometheusServer):
-    """:class:`loadtest.prometheus.PrometheusServer` with job ``test`` unless told otherwise."""
+    """:class:`loadtest.standins.prometheus.PrometheusServer` with job ``test`` unless told otherwise."""
 
     def __init__(self, targets: Sequence[Target], **kw: Any) -> None:
         require_tool(kw.get("binary", "prometheus"))

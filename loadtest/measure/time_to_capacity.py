@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadtest.loadgen.profile import Profile
+from loadtest.measure.timeline import SyncRecord, TimelineRow
 from loadtest.nodes.cluster import unbound_seconds
-from loadtest.profile import Profile
-from loadtest.timeline import SyncRecord, TimelineRow
 
 __all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "demand_for", "measure", "replicas_needed", "surges"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from loadtest.profile import Profile
+from loadtest.loadgen.profile import Profile
 
 __all__ = ["Arrivals", "LoadGenerator", "Recorder", "SecondStats", "exchange", "percentile"]
 
@@ -70,8 +70,8 @@ class SecondStats:
 
 class Recorder:
     """A load run's per-second buckets and error kinds, as both load generators record them (the open loop here,
-    the closed loop of ``loadtest.closedloop``): a request counts as ``sent`` in the second it was sent (or due),
-    ``ok``/``errors`` and its latency in the second it finished."""
+    the closed loop of ``loadtest.loadgen.closed_loop``): a request counts as ``sent`` in the second it was sent (or
+    due), ``ok``/``errors`` and its latency in the second it finished."""
 
     def __init__(self) -> None:
         self.seconds: list[SecondStats] = []

@@ -16,24 +16,24 @@ from rich.console import Console
 
 import clikit
 from clikit.extras import MissingExtra, require_extra
-from loadtest.capacity_options import (
+from loadtest.hpa.scale_on import PODS_CHOICES, ScaleOn
+from loadtest.hpa.watch import KubeError
+from loadtest.loadgen.open_loop import Arrivals
+from loadtest.loadgen.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
+from loadtest.loadgen.taurus.plan import TaurusFileError
+from loadtest.measure.range_data import PromRangeError
+from loadtest.measure.summary import Summary
+from loadtest.nodes.layer import CAPACITY_TIME_SCALE, NodesKind
+from loadtest.scenarios.capacity_options import (
     CAPACITY_SURGES,
     PLACEHOLDER_IMAGES,
     CapacityOptionError,
     capacity_config,
     capacity_profile,
 )
-from loadtest.kube import KubeError
-from loadtest.loadgen import Arrivals
-from loadtest.node_layer import CAPACITY_TIME_SCALE, NodesKind
-from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile, parse_rate
-from loadtest.promrange import PromRangeError
-from loadtest.scale_on import PODS_CHOICES, ScaleOn
-from loadtest.summary import Summary
-from loadtest.taurus.plan import TaurusFileError
 
 if TYPE_CHECKING:
-    from loadtest.demo import DemoResult, DemoSettings
+    from loadtest.scenarios.demo import DemoResult, DemoSettings
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Load generation and the closed-loop GPU autoscaling demo.")
@@ -301,7 +301,7 @@ def demo(
 ) -> None:
     """Closed-loop demo: exporter, Prometheus, adapter, inference replicas and an HPA loop on this machine."""
     require_extra("gpu-loadtest demo (its plot, --plot)", "loadtest", "matplotlib")
-    from loadtest.demo import (
+    from loadtest.scenarios.demo import (
         DEFAULT_SETTINGS,
         QUICK_SETTINGS,
         ZERO_QUICK_SETTINGS,
@@ -394,8 +394,8 @@ def _check(settings: DemoSettings) -> None:
 
 
 def _run_one(settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None) -> None:
-    from loadtest.demo import DemoOutputs, run_demo
-    from loadtest.live import Progress
+    from loadtest.measure.progress import Progress
+    from loadtest.scenarios.demo import DemoOutputs, run_demo
 
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
     outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
@@ -417,8 +417,8 @@ def _end(result: DemoResult) -> None:
 
 def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,
              ) -> None:
-    from loadtest.compare import comparison_row, format_table, run_comparison
-    from loadtest.live import Progress
+    from loadtest.measure.progress import Progress
+    from loadtest.scenarios.compare import comparison_row, format_table, run_comparison
 
     def progress(choice: ScaleOn) -> Progress:
         return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --metric {choice.value}")
@@ -438,9 +438,9 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
 
 def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summary: Path | None,
                       csv_path: Path | None) -> None:
-    from loadtest.compare import format_capacity_table, run_capacity_comparison
-    from loadtest.demo import describe_hpa, describe_placeholders
-    from loadtest.live import Progress
+    from loadtest.measure.progress import Progress
+    from loadtest.scenarios.compare import format_capacity_table, run_capacity_comparison
+    from loadtest.scenarios.demo import describe_hpa, describe_placeholders
 
     capacity = settings.capacity
     assert capacity is not None
@@ -468,9 +468,9 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
 
 def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,
                   ) -> None:
-    from loadtest.compare import format_zero_table, run_zero_comparison, saving, zero_row
-    from loadtest.demo import describe_hpa
-    from loadtest.live import Progress
+    from loadtest.measure.progress import Progress
+    from loadtest.scenarios.compare import format_zero_table, run_zero_comparison, saving, zero_row
+    from loadtest.scenarios.demo import describe_hpa
 
     def progress(min_replicas: int) -> Progress:
         return Progress(Console(stderr=True, highlight=False),
@@ -544,10 +544,10 @@ def run(
         require_extra("--plot", "loadtest", "matplotlib")
     if query is not None:
         require_extra("--query", "loadtest", "prometheus_api_client", "requests")
-    from loadtest.kube import ClusterWatcher, api_client
-    from loadtest.live import Progress
-    from loadtest.run import RunOptions, RunOutputs, TaurusOptions, run_load, run_taurus
-    from loadtest.taurus.plan import load_plan
+    from loadtest.hpa.watch import ClusterWatcher, api_client
+    from loadtest.loadgen.taurus.plan import load_plan
+    from loadtest.measure.progress import Progress
+    from loadtest.scenarios.run import RunOptions, RunOutputs, TaurusOptions, run_load, run_taurus
 
     if bool(prometheus_url) != bool(query):
         raise UsageError("--prometheus-url and --query go together")
@@ -616,7 +616,7 @@ def replica(
 ) -> None:
     """One inference stand-in: /infer and /v1/completions hold the simulated GPU for --service-ms; /metrics (vLLM
     names), /stats, /healthz."""
-    from loadtest.replica import ReplicaConfig, serve
+    from loadtest.standins.replica import ReplicaConfig, serve
 
     required = tuple((name.lower(), value) for name, value in parse_headers(require_header or [], "--require-header"))
     asyncio.run(serve(ReplicaConfig(name=name, gpu=gpu, service_s=service_ms / 1000.0, busy_window_s=busy_window,

@@ -6,21 +6,21 @@ replicas started or stopped, while an open-loop load profile (ramp up, hold, ram
 replicas' own vLLM-shaped ``/metrics`` (requests waiting and running, KV-cache usage) go through the same
 Prometheus and adapter; ``scale_on`` picks what the HPA scales on: GPU utilisation, requests waiting, or both.
 
-Scale to zero (``scale_on`` gateway, ``min_replicas`` 0): a buffering gateway (:mod:`loadtest.gateway`) stands in
-front of the replicas and holds requests while none is ready; its endpoint-picker metrics go through the same
+Scale to zero (``scale_on`` gateway, ``min_replicas`` 0): a buffering gateway (:mod:`loadtest.standins.gateway`)
+stands in front of the replicas and holds requests while none is ready; its endpoint-picker metrics go through the same
 Prometheus and the adapter's inference-gateway preset, and the HPA scales on them as External metrics selected by
 ``inference_pool``: the queue (which wakes the replicas from zero) and the pool's running requests (which hold them
 while they serve). Replicas start with a cold start (the model load) before they are ready. The run records the
 GPU time the replicas held and how long requests waited at the gateway for a replica.
 
-GPU nodes in the loop (``capacity``, :mod:`loadtest.node_layer`): each new replica's pod waits for a node from
+GPU nodes in the loop (``capacity``, :mod:`loadtest.nodes.layer`): each new replica's pod waits for a node from
 Karpenter or Cluster Autoscaler, then for its image, then loads its model; placeholders hold headroom (a fixed
 count, or an HPA on the ``capacity-headroom`` preset's Object metric, read through the same adapter from a
 kube-state-metrics stand-in and Prometheus' pod -> Deployment recording rule). The run is on a compressed clock:
 every Kubernetes and cloud delay (HPA sync, windows and policies, provisioner timers, node phases, image pull, model
 load) and the profile are real-time figures divided by the time scale. The summary adds each surge's time to
-capacity and its phases (:mod:`loadtest.time_to_capacity`), pending pod-seconds and GPU-node-seconds, in real-time
-equivalents.
+capacity and its phases (:mod:`loadtest.measure.time_to_capacity`), pending pod-seconds and GPU-node-seconds, in
+real-time equivalents.
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ from typing import Any
 from adapter.rules.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
 from adapter.rules.inference import recording_rules
 from clikit.durations import parse_prometheus_duration
-from loadtest.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
-from loadtest.deployment import DeploymentConfig, LocalDeployment, Replica
-from loadtest.gateway import QUEUE_METRIC as GATEWAY_QUEUE
-from loadtest.gateway import RUNNING_METRIC as GATEWAY_RUNNING
-from loadtest.gateway import Endpoint, Gateway, GatewayConfig
 from loadtest.hpa import (
     DEFAULT_DOWNSCALE_STABILIZATION_SECONDS,
     DEFAULT_SCALE_DOWN_POLICIES,
@@ -65,21 +60,26 @@ from loadtest.hpa import (
     ScalingPolicy,
     ScalingRules,
 )
-from loadtest.hpa_loop import HpaLoop
-from loadtest.kube_state import KubeStateMetrics
-from loadtest.kubelet import PodResourcesServer
-from loadtest.live import Progress, Snapshot
-from loadtest.loadgen import Arrivals, LoadGenerator, percentile
-from loadtest.metrics_api import CustomMetricsClient
-from loadtest.node_layer import NodeLayer, NodeLayerConfig, owners
-from loadtest.processes import ChildProcesses
-from loadtest.profile import Profile, parse_profile
-from loadtest.scale_on import QUEUE_METRIC, ScaleOn
-from loadtest.stack import MetricsStack, StackConfig
-from loadtest.statefiles import atomic_write_json
-from loadtest.summary import Summary, summarize
-from loadtest.time_to_capacity import demand_for, measure, replicas_needed, surges
-from loadtest.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.hpa.loop import HpaLoop
+from loadtest.hpa.metrics_api import CustomMetricsClient
+from loadtest.hpa.scale_on import QUEUE_METRIC, ScaleOn
+from loadtest.loadgen.open_loop import Arrivals, LoadGenerator, percentile
+from loadtest.loadgen.profile import Profile, parse_profile
+from loadtest.measure.progress import Progress, Snapshot
+from loadtest.measure.summary import Summary, summarize
+from loadtest.measure.time_to_capacity import demand_for, measure, replicas_needed, surges
+from loadtest.measure.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.nodes.layer import NodeLayer, NodeLayerConfig, owners
+from loadtest.scenarios.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
+from loadtest.standins.deployment import DeploymentConfig, LocalDeployment, Replica
+from loadtest.standins.gateway import QUEUE_METRIC as GATEWAY_QUEUE
+from loadtest.standins.gateway import RUNNING_METRIC as GATEWAY_RUNNING
+from loadtest.standins.gateway import Endpoint, Gateway, GatewayConfig
+from loadtest.standins.kube_state import KubeStateMetrics
+from loadtest.standins.kubelet import PodResourcesServer
+from loadtest.standins.processes import ChildProcesses
+from loadtest.standins.stack import MetricsStack, StackConfig
+from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
            "ZERO_QUICK_SETTINGS", "ZERO_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
@@ -658,7 +658,7 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
     if outputs.csv is not None and rows:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
-        from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
+        from loadtest.measure.plot import plot_timeline  # matplotlib: the loadtest extra
 
         title = f"gpu-loadtest demo: {describe_hpa(settings)}"
         if settings.gateway:

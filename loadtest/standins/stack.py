@@ -2,7 +2,7 @@
 replicas' own ``/metrics`` (a file-based target list the deployment keeps) and, in front of the replicas, the
 gateway's endpoint-picker metrics when there is one -> Prometheus -> the adapter serving custom.metrics.k8s.io and
 external.metrics.k8s.io over HTTPS (GPU presets plus the vllm preset, and the inference-gateway preset with a
-gateway). Every process is registered with the run's :class:`~loadtest.processes.ChildProcesses`."""
+gateway). Every process is registered with the run's :class:`~loadtest.standins.processes.ChildProcesses`."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from loadtest.processes import Child, ChildProcesses
-from loadtest.prometheus import PrometheusServer, free_port
-from loadtest.statefiles import atomic_write_json
+from loadtest.standins.processes import Child, ChildProcesses
+from loadtest.standins.prometheus import PrometheusServer, free_port
+from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["GATEWAY_RULES", "RULES", "MetricsStack", "StackConfig", "StackError"]
 

@@ -45,7 +45,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from loadtest.http1 import MAX_HEAD, Request, read_request, response
+from loadtest.standins.http1 import MAX_HEAD, Request, read_request, response
 
 __all__ = ["QUEUE_METRIC", "QUEUE_TIMED_OUT", "RUNNING_METRIC", "Endpoint", "Gateway", "GatewayConfig"]
 

@@ -16,8 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loadtest.capacity_options import AUTO_MIN
-from loadtest.demo import (
+from loadtest.measure.plot import plot_comparison
+from loadtest.measure.progress import Progress
+from loadtest.measure.summary import Summary
+from loadtest.measure.time_to_capacity import PHASES
+from loadtest.scenarios.capacity_options import AUTO_MIN
+from loadtest.scenarios.demo import (
     DemoOutputs,
     DemoResult,
     DemoSettings,
@@ -27,11 +31,7 @@ from loadtest.demo import (
     describe_placeholders,
     run_demo,
 )
-from loadtest.live import Progress
-from loadtest.plot import plot_comparison
-from loadtest.statefiles import atomic_write_json
-from loadtest.summary import Summary
-from loadtest.time_to_capacity import PHASES
+from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityComparison", "CapacityRow", "ComparisonRow",
            "ZeroRow", "capacity_figures", "capacity_row", "comparison_row", "format_capacity_table", "format_table",
@@ -314,7 +314,7 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
     rows = [capacity_row(labels[n], r.summary) for n, r in results]
     figures = capacity_figures(rows)
     if plot is not None and done:
-        from loadtest.plot import plot_capacity_comparison
+        from loadtest.measure.plot import plot_capacity_comparison
 
         plot_capacity_comparison([(labels[n], r.rows, r.syncs) for n, r in done], plot,
                                  time_scale=settings.time_scale,

@@ -14,7 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from loadtest.timeline import SyncRecord, TimelineRow
+from loadtest.measure.timeline import SyncRecord, TimelineRow
 
 __all__ = ["plot_capacity_comparison", "plot_comparison", "plot_timeline"]
 

@@ -1,6 +1,6 @@
 """``gpu-loadtest run``: load against any HTTP endpoint, open-loop from a rate profile (``--profile``) or
-closed-loop from a Taurus file (``--taurus``: ``loadtest.closedloop``), optionally watching a cluster's HPA and a
-custom-metrics path while it runs, then a per-second CSV, the plot and a summary."""
+closed-loop from a Taurus file (``--taurus``: ``loadtest.loadgen.closed_loop``), optionally watching a cluster's HPA
+and a custom-metrics path while it runs, then a per-second CSV, the plot and a summary."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtest.closedloop import ClosedLoopShape, VirtualUsers
-from loadtest.kube import ClusterReading, ClusterWatcher
-from loadtest.live import Progress, Snapshot
-from loadtest.loadgen import Arrivals, LoadGenerator
-from loadtest.profile import Profile
-from loadtest.promrange import per_second
-from loadtest.statefiles import atomic_write_json
-from loadtest.summary import Summary, summarize
-from loadtest.taurus.plan import TaurusPlan
-from loadtest.timeline import LoadShape, SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.hpa.watch import ClusterReading, ClusterWatcher
+from loadtest.loadgen.closed_loop import ClosedLoopShape, VirtualUsers
+from loadtest.loadgen.open_loop import Arrivals, LoadGenerator
+from loadtest.loadgen.profile import Profile
+from loadtest.loadgen.taurus.plan import TaurusPlan
+from loadtest.measure.progress import Progress, Snapshot
+from loadtest.measure.range_data import per_second
+from loadtest.measure.summary import Summary, summarize
+from loadtest.measure.timeline import LoadShape, SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "RunOutputs", "RunResult", "TaurusOptions", "run_load",
            "run_taurus"]
@@ -243,7 +243,7 @@ async def _report(run: LoadRun, outputs: RunOutputs, *, title: str, load_step_at
     if outputs.csv is not None:
         write_csv(rows, outputs.csv)
     if outputs.plot is not None and rows:
-        from loadtest.plot import plot_timeline  # matplotlib: the loadtest extra
+        from loadtest.measure.plot import plot_timeline  # matplotlib: the loadtest extra
 
         plot_timeline(rows, run.syncs, outputs.plot, title=title, metric_label=options.metric_label,
                       load_step_at=load_step_at, load_drop_at=load_drop_at)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from loadtest.loadgen import SecondStats
+from loadtest.loadgen.open_loop import SecondStats
 
 __all__ = ["LoadShape", "SyncRecord", "TimelineRow", "build_rows", "phase_of", "write_csv"]
 

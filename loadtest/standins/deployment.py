@@ -11,7 +11,7 @@ the ready replicas to ``on_endpoints`` (the demo's gateway) after each refresh a
 start (``cold_start_s``) holds its GPU from its start, and is ready only once its model is loaded.
 ``gpu_seconds()`` adds up the time each replica held its GPU.
 
-With a node layer (``gate``, :class:`loadtest.node_layer.NodeLayer`), a new replica is first a pod that waits: it
+With a node layer (``gate``, :class:`loadtest.nodes.layer.NodeLayer`), a new replica is first a pod that waits: it
 is created there, and its process starts only once the gate says its pod is bound to a node and has its image; a
 replica that answers ``/healthz`` is reported ready to it, and a removed one deleted from it.
 """
@@ -32,10 +32,10 @@ import httpx
 
 from exporter.backends.fake import fake_gpu_uuid
 from loadtest.hpa import Pod, PodPhase
-from loadtest.kubelet import PodResourcesServer, gpu_pod
-from loadtest.processes import Child, ChildProcesses
-from loadtest.replica import READY_PREFIX
-from loadtest.statefiles import atomic_write_json, fake_gpu_state, standalone_pods
+from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
+from loadtest.standins.processes import Child, ChildProcesses
+from loadtest.standins.replica import READY_PREFIX
+from loadtest.standins.statefiles import atomic_write_json, fake_gpu_state, standalone_pods
 
 __all__ = ["DeploymentConfig", "DeploymentError", "LocalDeployment", "PodGate", "Replica"]
 
@@ -92,7 +92,7 @@ class Replica:
 
 
 class LocalDeployment:
-    """Implements :class:`loadtest.hpa_loop.Workload`."""
+    """Implements :class:`loadtest.hpa.loop.Workload`."""
 
     def __init__(self, config: DeploymentConfig, processes: ChildProcesses, kubelet: PodResourcesServer,
                  gpu_state_path: Path, objects_path: Path, targets_path: Path | None = None, *,

@@ -39,10 +39,10 @@ from urllib.parse import urlencode, urlsplit
 
 import yaml
 
-from loadtest.taurus.keys import ANY_VALUE, EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
-from loadtest.taurus.overrides import OverrideError, apply_overrides
-from loadtest.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
-from loadtest.taurus.values import TaurusValueError, ThinkTime
+from loadtest.loadgen.taurus.keys import ANY_VALUE, EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
+from loadtest.loadgen.taurus.overrides import OverrideError, apply_overrides
+from loadtest.loadgen.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
+from loadtest.loadgen.taurus.values import TaurusValueError, ThinkTime
 
 __all__ = ["Execution", "HttpRequest", "Scenario", "TaurusFileError", "TaurusPlan", "load_plan", "read_plan"]
 

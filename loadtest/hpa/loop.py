@@ -27,8 +27,8 @@ from loadtest.hpa import (
     PodValues,
     Reading,
 )
-from loadtest.metrics_api import CustomMetricsClient, MetricsApiError
-from loadtest.timeline import SyncRecord
+from loadtest.hpa.metrics_api import CustomMetricsClient, MetricsApiError
+from loadtest.measure.timeline import SyncRecord
 
 __all__ = ["OBJECT_RESOURCES", "HpaLoop", "Workload"]
 

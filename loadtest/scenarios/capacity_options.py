@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from pathlib import Path
 
-from loadtest.node_layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
+from loadtest.loadgen.profile import Profile, ProfileError, parse_duration, parse_profile
 from loadtest.nodes import InstanceTypeError, NodeTimings, ShapeError, load_node_groups, load_nodepool
+from loadtest.nodes.layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
 from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL
-from loadtest.profile import Profile, ProfileError, parse_duration, parse_profile
 
 __all__ = ["AUTO_MAX", "AUTO_MIN", "CAPACITY_QUICK_PROFILE", "CAPACITY_SURGES", "HEADROOM_SIGNALS",
            "PLACEHOLDER_IMAGES", "CapacityOptionError", "capacity_config", "capacity_profile", "parse_headroom",
@@ -84,7 +84,7 @@ def parse_timings(items: list[str]) -> NodeTimings:
 
 def _seconds(text: str, flag: str) -> float:
     """A duration option in seconds, read as the demo's other durations are (a Go duration or plain seconds:
-    :func:`loadtest.profile.parse_duration`), never negative."""
+    :func:`loadtest.loadgen.profile.parse_duration`), never negative."""
     if text.strip().startswith("-"):
         raise CapacityOptionError(f"{flag} {text!r}: a duration cannot be negative")
     try:

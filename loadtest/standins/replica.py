@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from loadtest.busy import BusyWindow
-from loadtest.http1 import MAX_HEAD, Request, read_request, response
+from loadtest.standins.busy import BusyWindow
+from loadtest.standins.http1 import MAX_HEAD, Request, read_request, response
 
 __all__ = ["READY_PREFIX", "InferenceReplica", "ReplicaConfig", "VllmMetrics", "serve"]
 

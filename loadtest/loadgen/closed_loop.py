@@ -1,17 +1,17 @@
 """The closed loop that runs a Taurus plan (``gpu-loadtest run --taurus``): virtual users, each sending one request
 at a time and waiting for its answer before it goes on, as the JMeter threads Taurus drives do.
 
-Unlike the open loop of ``--profile`` (``loadtest.loadgen``), the offered rate here depends on the service: when
-answers slow down, each user sends less often, so a saturated service sees fewer requests rather than a growing
-queue. That is what a Taurus test measures, and why its request rate is an outcome, not a setting.
+Unlike the open loop of ``--profile`` (``loadtest.loadgen.open_loop``), the offered rate here depends on the
+service: when answers slow down, each user sends less often, so a saturated service sees fewer requests rather than
+a growing queue. That is what a Taurus test measures, and why its request rate is an outcome, not a setting.
 
-Each user (its start time from ``loadtest.taurus.schedule``) repeats the scenario's requests in order; before each
-request it waits the request's think time (JMeter runs timers before each sampler they apply to, and Taurus adds
-the think time as a timer of every request: ``_get_timer`` in ``bzt/jmx/tools.py``), then, under a ``throughput``
-cap, for the execution's next free slot (slots are spaced ``1 / cap`` apart, the cap read from the shaper
-schedule); then it sends and waits for the answer. A user stops at its execution's end (a request in flight still
-finishes: the run's drain seconds) or after its ``iterations``. Every user has its own HTTP connection and, unless
-``store-cookie: false``, its own cookie jar, as JMeter's threads each have theirs.
+Each user (its start time from ``loadtest.loadgen.taurus.schedule``) repeats the scenario's requests in order; before
+each request it waits the request's think time (JMeter runs timers before each sampler they apply to, and Taurus adds
+the think time as a timer of every request: ``_get_timer`` in ``bzt/jmx/tools.py``), then, under a ``throughput`` cap,
+for the execution's next free slot (slots are spaced ``1 / cap`` apart, the cap read from the shaper schedule); then it
+sends and waits for the answer. A user stops at its execution's end (a request in flight still finishes: the run's drain
+seconds) or after its ``iterations``. Every user has its own HTTP connection and, unless ``store-cookie: false``, its
+own cookie jar, as JMeter's threads each have theirs.
 
 Latency is from the send to the end of the answer. Counts go into the per-second buckets of ``Recorder`` and, per
 request label, into :class:`LabelStats` by the second the request finished in (an interrupted run reports the
@@ -29,9 +29,9 @@ from typing import Any
 
 import httpx
 
-from loadtest.loadgen import Recorder, exchange, percentile
-from loadtest.taurus.plan import Execution, HttpRequest, Scenario, TaurusPlan
-from loadtest.taurus.schedule import RateCap
+from loadtest.loadgen.open_loop import Recorder, exchange, percentile
+from loadtest.loadgen.taurus.plan import Execution, HttpRequest, Scenario, TaurusPlan
+from loadtest.loadgen.taurus.schedule import RateCap
 
 __all__ = ["ClosedLoopShape", "LabelStats", "VirtualUsers"]
 

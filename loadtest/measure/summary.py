@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loadtest.loadgen import percentile
-from loadtest.timeline import SyncRecord, TimelineRow
+from loadtest.loadgen.open_loop import percentile
+from loadtest.measure.timeline import SyncRecord, TimelineRow
 
 __all__ = ["PhaseLatency", "Summary", "summarize"]
 

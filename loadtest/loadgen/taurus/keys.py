@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadtest.taurus.values import TaurusValueError, parse_duration, parse_think_time
+from loadtest.loadgen.taurus.values import TaurusValueError, parse_duration, parse_think_time
 
 __all__ = ["ANY_VALUE", "EXECUTION", "LEVELS", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "markdown",
            "read_flag"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from loadtest.hpa import Pod as HpaPod
 from loadtest.hpa import PodPhase
+from loadtest.measure.time_to_capacity import PodSpan
 from loadtest.nodes import (
     AutoscalerSettings,
     Cluster,
@@ -35,7 +36,6 @@ from loadtest.nodes import (
     Provisioner,
     scaled,
 )
-from loadtest.time_to_capacity import PodSpan
 
 __all__ = ["CAPACITY_TIME_SCALE", "PAUSE_IMAGE", "PLACEHOLDER_PRIORITY", "WORKLOAD_IMAGE", "NodeLayer",
            "NodeLayerConfig", "NodesKind", "PlaceholderDeployment", "owners"]
@@ -225,7 +225,7 @@ class NodeLayer:
 
 @dataclass
 class PlaceholderDeployment:
-    """The placeholders' Deployment as the HPA loop's :class:`~loadtest.hpa_loop.Workload`."""
+    """The placeholders' Deployment as the HPA loop's :class:`~loadtest.hpa.loop.Workload`."""
 
     layer: NodeLayer
 
