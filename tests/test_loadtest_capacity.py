@@ -17,12 +17,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from loadtest.cli.main import print_summary
+from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import parse_profile
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import summarize
-from loadtest.measure.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, replicas_needed, surges
-from loadtest.measure.timeline import SyncRecord, TimelineRow
+from loadtest.measure.time_to_capacity import ScaleUp, demand_for, measure, replicas_needed, surges
+from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes import NodeTimings, load_nodepool
+from loadtest.nodes.cluster import PodSpan
 from loadtest.nodes.layer import NodeLayerConfig, NodesKind
 from loadtest.scenarios.capacity_options import capacity_profile
 from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison

@@ -16,9 +16,10 @@ from rich.console import Console
 
 from loadtest.cli.main import main
 from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
+from loadtest.hpa.record import SyncRecord
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import PhaseLatency, Summary
-from loadtest.measure.timeline import SyncRecord, TimelineRow
+from loadtest.measure.timeline import TimelineRow
 from loadtest.scenarios.compare import (
     comparison_row,
     format_table,

@@ -11,7 +11,7 @@ workload at 0 replicas.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from loadtest.hpa import (
@@ -24,13 +24,14 @@ from loadtest.hpa import (
     ObjectValue,
     Observations,
     Pod,
+    PodPhase,
     PodValues,
     Reading,
 )
 from loadtest.hpa.metrics_api import CustomMetricsClient, MetricsApiError
-from loadtest.measure.timeline import SyncRecord
+from loadtest.hpa.record import SyncRecord
 
-__all__ = ["OBJECT_RESOURCES", "HpaLoop", "Workload"]
+__all__ = ["OBJECT_RESOURCES", "HpaLoop", "Workload", "WorkloadPod"]
 
 # Kind -> the resource (with its API group) in a custom.metrics.k8s.io object path, as the controller's RESTMapper
 # resolves it. A CRD (an InferencePool, say) is added with ``HpaLoop(object_resources=...)``.
@@ -44,13 +45,24 @@ OBJECT_RESOURCES: Mapping[str, str] = {
 }
 
 
+class WorkloadPod(Protocol):
+    """A pod as the scale target reports it: its name and its phase, as the Kubernetes API writes it (``Running``,
+    ``Pending``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def phase(self) -> str: ...
+
+
 class Workload(Protocol):
     """The scale target: ``spec_replicas`` is what was last asked for, ``pods()`` what its selector matches."""
 
     @property
     def spec_replicas(self) -> int: ...
 
-    def pods(self) -> tuple[Pod, ...]: ...
+    def pods(self) -> Sequence[WorkloadPod]: ...
 
     async def scale(self, replicas: int) -> None: ...
 
@@ -115,7 +127,8 @@ class HpaLoop:
     async def sync(self) -> SyncRecord:
         readings = await self.read()
         now = self.clock()
-        observed = Observations(self.workload.spec_replicas, readings, self.workload.pods())
+        pods = tuple(Pod(p.name, PodPhase(p.phase)) for p in self.workload.pods())
+        observed = Observations(self.workload.spec_replicas, readings, pods)
         decision = self.autoscaler.reconcile(now, observed)
         self.last_decision = decision
         if decision.rescale:

@@ -14,7 +14,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from loadtest.measure.timeline import SyncRecord, TimelineRow
+from loadtest.hpa.record import SyncRecord
+from loadtest.measure.timeline import TimelineRow
 
 __all__ = ["plot_capacity_comparison", "plot_comparison", "plot_timeline"]
 

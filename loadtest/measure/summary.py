@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.open_loop import percentile
-from loadtest.measure.timeline import SyncRecord, TimelineRow
+from loadtest.measure.timeline import TimelineRow
 
 __all__ = ["PhaseLatency", "Summary", "summarize"]
 

@@ -29,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import Profile
-from loadtest.measure.timeline import SyncRecord, TimelineRow
-from loadtest.nodes.cluster import unbound_seconds
+from loadtest.measure.timeline import TimelineRow
+from loadtest.nodes.cluster import PodSpan, unbound_seconds
 
-__all__ = ["PHASES", "PodSpan", "ScaleUp", "Surge", "demand_for", "measure", "replicas_needed", "surges"]
+__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "replicas_needed", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -42,29 +43,6 @@ PHASES = ("decision", "node", "image", "model")
 class Surge:
     start: float
     end: float
-
-
-@dataclass(frozen=True)
-class PodSpan:
-    """A workload pod's life: created, bound to a node, running (image present), ready (model loaded), deleted."""
-
-    created: float
-    bound: float | None = None
-    running: float | None = None
-    ready: float | None = None
-    deleted: float | None = None
-
-    def state(self, t: float) -> str | None:
-        """``node``, ``image``, ``model``, ``ready``, or ``None`` when the pod does not exist at ``t``."""
-        if t < self.created or (self.deleted is not None and t >= self.deleted):
-            return None
-        if self.bound is None or t < self.bound:
-            return "node"
-        if self.running is None or t < self.running:
-            return "image"
-        if self.ready is None or t < self.ready:
-            return "model"
-        return "ready"
 
 
 @dataclass(frozen=True)

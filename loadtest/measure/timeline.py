@@ -1,4 +1,4 @@
-"""The per-second record of a load run, and the HPA syncs seen during it; CSV output."""
+"""The per-second record of a load run; CSV output."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from loadtest.loadgen.open_loop import SecondStats
 
-__all__ = ["LoadShape", "SyncRecord", "TimelineRow", "build_rows", "phase_of", "write_csv"]
+__all__ = ["LoadShape", "TimelineRow", "build_rows", "phase_of", "write_csv"]
 
 
 class LoadShape(Protocol):
@@ -82,25 +82,6 @@ class TimelineRow:
     gpu_node_seconds: float | None = None
     users: int | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
-
-
-@dataclass(frozen=True)
-class SyncRecord:
-    """One HPA sync (or, watching a cluster, one observed change): ``current`` -> ``desired`` at ``t``."""
-
-    t: float
-    current: int
-    desired: int
-    metric: float | None = None  # the first metric's value, as in ``readings``
-    reason: str = ""
-    error: str | None = None
-    # Every metric's value as the sync read it, by name: a Pods metric's per-pod average, an Object metric's value,
-    # an External metric's sum over its series.
-    readings: Mapping[str, float | None] = field(default_factory=dict)
-
-    @property
-    def direction(self) -> int:
-        return (self.desired > self.current) - (self.desired < self.current)
 
 
 def _csv_value(value: object) -> object:

@@ -20,9 +20,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from loadtest.hpa import Pod as HpaPod
-from loadtest.hpa import PodPhase
-from loadtest.measure.time_to_capacity import PodSpan
 from loadtest.nodes import (
     AutoscalerSettings,
     Cluster,
@@ -36,6 +33,8 @@ from loadtest.nodes import (
     Provisioner,
     scaled,
 )
+from loadtest.nodes.cluster import PodSpan
+from loadtest.standins.deployment import PENDING, RUNNING, PodState
 
 __all__ = ["CAPACITY_TIME_SCALE", "PAUSE_IMAGE", "PLACEHOLDER_PRIORITY", "WORKLOAD_IMAGE", "NodeLayer",
            "NodeLayerConfig", "NodesKind", "PlaceholderDeployment", "owners"]
@@ -234,9 +233,9 @@ class PlaceholderDeployment:
         rs = self.layer.cluster.replica_sets.get(self.layer.placeholder_name)
         return 0 if rs is None else rs.replicas
 
-    def pods(self) -> tuple[HpaPod, ...]:
+    def pods(self) -> tuple[PodState, ...]:
         now = self.layer.now()
-        return tuple(HpaPod(p.name, PodPhase.RUNNING if p.running(now) else PodPhase.PENDING)
+        return tuple(PodState(p.name, RUNNING if p.running(now) else PENDING)
                      for p in self.layer.cluster.live_pods(self.layer.placeholder_name))
 
     async def scale(self, replicas: int) -> None:

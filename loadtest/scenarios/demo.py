@@ -62,13 +62,14 @@ from loadtest.hpa import (
 )
 from loadtest.hpa.loop import HpaLoop
 from loadtest.hpa.metrics_api import CustomMetricsClient
+from loadtest.hpa.record import SyncRecord
 from loadtest.hpa.scale_on import QUEUE_METRIC, ScaleOn
 from loadtest.loadgen.open_loop import Arrivals, LoadGenerator, percentile
 from loadtest.loadgen.profile import Profile, parse_profile
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.summary import Summary, summarize
 from loadtest.measure.time_to_capacity import demand_for, measure, replicas_needed, surges
-from loadtest.measure.timeline import SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.measure.timeline import TimelineRow, build_rows, phase_of, write_csv
 from loadtest.nodes.layer import NodeLayer, NodeLayerConfig, owners
 from loadtest.scenarios.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
 from loadtest.standins.deployment import DeploymentConfig, LocalDeployment, Replica

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.hpa.record import SyncRecord
 from loadtest.hpa.watch import ClusterReading, ClusterWatcher
 from loadtest.loadgen.closed_loop import ClosedLoopShape, VirtualUsers
 from loadtest.loadgen.open_loop import Arrivals, LoadGenerator
@@ -18,7 +19,7 @@ from loadtest.loadgen.taurus.plan import TaurusPlan
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.range_data import per_second
 from loadtest.measure.summary import Summary, summarize
-from loadtest.measure.timeline import LoadShape, SyncRecord, TimelineRow, build_rows, phase_of, write_csv
+from loadtest.measure.timeline import LoadShape, TimelineRow, build_rows, phase_of, write_csv
 from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "RunOutputs", "RunResult", "TaurusOptions", "run_load",

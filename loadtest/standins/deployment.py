@@ -31,13 +31,26 @@ from typing import Any, Protocol
 import httpx
 
 from exporter.backends.fake import fake_gpu_uuid
-from loadtest.hpa import Pod, PodPhase
 from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
 from loadtest.standins.processes import Child, ChildProcesses
 from loadtest.standins.replica import READY_PREFIX
 from loadtest.standins.statefiles import atomic_write_json, fake_gpu_state, standalone_pods
 
-__all__ = ["DeploymentConfig", "DeploymentError", "LocalDeployment", "PodGate", "Replica"]
+__all__ = ["PENDING", "RUNNING", "DeploymentConfig", "DeploymentError", "LocalDeployment", "PodGate", "PodState",
+           "Replica"]
+
+
+RUNNING, PENDING = "Running", "Pending"
+"""The pod phases a stand-in reports, as the Kubernetes API writes them."""
+
+
+@dataclass(frozen=True)
+class PodState:
+    """A pod of a scaled workload as its HPA counts it: its name and its phase (``Running`` once it serves, else
+    ``Pending``)."""
+
+    name: str
+    phase: str
 
 
 class PodGate(Protocol):
@@ -122,8 +135,8 @@ class LocalDeployment:
     def spec_replicas(self) -> int:
         return self._spec
 
-    def pods(self) -> tuple[Pod, ...]:
-        return tuple(Pod(r.name, PodPhase.RUNNING if r.ready else PodPhase.PENDING)
+    def pods(self) -> tuple[PodState, ...]:
+        return tuple(PodState(r.name, RUNNING if r.ready else PENDING)
                      for _, r in sorted(self.replicas.items()))
 
     async def scale(self, replicas: int) -> None:
