@@ -18,7 +18,8 @@ import pytest
 from adapter.kube.standalone import StandaloneObjects
 from adapter.rules import normalise_resource
 from adapter.rules.selectors import parse_selector
-from exporter.backends.fake import fake_gpu_uuid, parse_state
+from clikit.fake_gpus import fake_gpu_uuid
+from exporter.backends.fake import parse_state
 from exporter.pod_mapping import DeviceAllocation, PodRef
 from exporter.podresources.client import list_allocations
 from loadtest.hpa import PodPhase

@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from adapter.api.quantity import parse_quantity
+from clikit.quantity import parse_quantity
 
 __all__ = ["ClusterReading", "ClusterWatcher", "HpaStatus", "KubeError", "api_client", "hpa_status",
            "metric_average"]

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from exporter.backends.fake import fake_gpu_uuid
+from clikit.fake_gpus import fake_gpu_uuid
 from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
 from loadtest.standins.processes import Child, ChildProcesses
 from loadtest.standins.replica import READY_PREFIX

@@ -48,7 +48,7 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from exporter.backends.fake import fake_gpu_uuid
+from clikit.fake_gpus import fake_gpu_uuid
 from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
