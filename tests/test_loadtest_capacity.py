@@ -21,7 +21,7 @@ from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import parse_profile
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import summarize
-from loadtest.measure.time_to_capacity import ScaleUp, demand_for, measure, replicas_needed, surges
+from loadtest.measure.time_to_capacity import ScaleUp, demand_for, measure, replicas_for, replicas_needed, surges
 from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes import NodeTimings, load_nodepool
 from loadtest.nodes.cluster import PodSpan
@@ -56,6 +56,7 @@ def test_each_surge_needs_the_replicas_of_its_own_peak() -> None:
     profile = parse_profile("300s:8,600s:30,300s:8,600s:55,300s:8")
     low, high = surges(profile)
     assert [replicas_needed(profile, s, 15.0) for s in (low, high)] == [2, 4]  # 30 and 55 requests/s at 15 each
+    assert [replicas_for(55.0, 55 / 4), replicas_for(55.0, 15.0), replicas_for(0.0, 15.0)] == [4, 4, 0]
     # The low surge's capacity is its two replicas, not the profile's peak four: with four it is never reached.
     assert demand_for(profile, low, 2, 15.0) == pytest.approx(300.0, abs=0.1)
 

@@ -34,7 +34,8 @@ from loadtest.loadgen.profile import Profile
 from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes.cluster import PodSpan, unbound_seconds
 
-__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "replicas_needed", "surges"]
+__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "replicas_for", "replicas_needed",
+           "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -96,7 +97,13 @@ def replicas_needed(profile: Profile, surge: Surge, per_replica: float) -> int:
     profile's peak needs fewer)."""
     peak = max(segment.peak for at, segment in zip(profile.starts(), profile.segments, strict=True)
                if surge.start <= at < surge.end)
-    return math.ceil(round(peak / per_replica, 9))
+    return replicas_for(peak, per_replica)
+
+
+def replicas_for(rate: float, per_replica: float) -> int:
+    """Replicas that serve ``rate`` requests/s at ``per_replica`` each (the quotient rounded to 9 places first, so
+    that 55 at 55/4 each is 4, not 5)."""
+    return math.ceil(round(rate / per_replica, 9))
 
 
 def demand_for(profile: Profile, surge: Surge, replicas: int, per_replica: float, step_s: float = 0.05) -> float:

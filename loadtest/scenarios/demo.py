@@ -68,7 +68,7 @@ from loadtest.loadgen.open_loop import Arrivals, LoadGenerator, percentile
 from loadtest.loadgen.profile import Profile, parse_profile
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.summary import Summary, summarize
-from loadtest.measure.time_to_capacity import demand_for, measure, replicas_needed, surges
+from loadtest.measure.time_to_capacity import demand_for, measure, replicas_for, replicas_needed, surges
 from loadtest.measure.timeline import TimelineRow, build_rows, phase_of, write_csv
 from loadtest.nodes.layer import NodeLayer, NodeLayerConfig, owners
 from loadtest.scenarios.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
@@ -226,7 +226,7 @@ class DemoSettings:
         """Replicas the peak rate needs for the GPU target (with the gateway: the running-requests target) to hold
         (what a scale-up should reach)."""
         share = self.running_target if self.gateway else self.target / 100
-        return math.ceil(round(self.profile.peak_rate * self.service_ms / 1000 / share, 9))
+        return replicas_for(self.profile.peak_rate, 1000 / self.service_ms * share)
 
     def hpa_spec(self) -> HPASpec:
         """The HPA; ``ValueError`` with the API server's message for minReplicas 0 without an External metric."""
