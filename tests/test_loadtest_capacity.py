@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from loadtest.cli.main import print_summary
+from loadtest.clock import DemoClock
 from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import parse_profile
 from loadtest.measure.progress import Progress
@@ -81,7 +82,7 @@ def test_time_to_capacity_charges_each_moment_to_the_slowest_outstanding_phase()
     assert up.pending_pod_seconds == pytest.approx(10.0 + 10.0)
     assert up.first_replica_wait_s == pytest.approx(10.0)  # the pod of the 1 -> 2 decision waited for its node
     assert (up.requests_failed, up.requests_queued, up.nodes_launched) == (2 * 55, 55, 2)
-    doc = up.to_json(time_scale=20.0)
+    doc = up.to_json(DemoClock(20.0))
     assert doc["time_to_capacity_s"] == pytest.approx(1100.0) and doc["phases_s"]["node"] == pytest.approx(400.0)
 
 
@@ -133,7 +134,7 @@ def test_a_ramp_adds_the_figures_behind_demand() -> None:
 
 
 def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_path: Path) -> None:
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool())
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool())
     settings = capacity_settings(config, quick=True)
     seen: list[NodeLayerConfig] = []
 
@@ -172,8 +173,8 @@ def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monke
     monkeypatch.setattr(loadtest.scenarios.compare, "run_capacity_comparison",
                         lambda *args, **kwargs: real(*args, **kwargs, runner=runner))
     console = Console(record=True, width=200, file=io.StringIO())
-    settings = capacity_settings(NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4),
-                                 quick=True)
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool(), headroom=4)
+    settings = capacity_settings(config, quick=True)
     _compare_capacity(console, settings, tmp_path / "c.png", None, None)
     text = console.export_text()
     assert [line.split(" ")[0] for line in text.splitlines() if line.startswith("--headroom")] == ["--headroom"] * 3
@@ -206,12 +207,12 @@ def test_the_plot_draws_nodes_and_pending_pods_beside_replicas(tmp_path: Path) -
                         desired_replicas=2, nodes=1 + (t > 2), node_gpus=1 + 4 * (t > 2),
                         gpus_allocatable=1 + 4 * (t > 8), pending_pods=int(2 < t <= 8), placeholders=0)
             for t in range(12)]
-    plot_timeline(rows, [SyncRecord(2.0, 1, 2)], tmp_path / "one.png", title="t", time_scale=20.0)
+    plot_timeline(rows, [SyncRecord(2.0, 1, 2)], tmp_path / "one.png", title="t", clock=DemoClock(20.0))
     plot_capacity_comparison([("none", rows, []), ("auto", rows, [])], tmp_path / "cmp.png", title="t",
-                             time_scale=20.0)
+                             clock=DemoClock(20.0))
     pods_only = [replace(r, nodes=None, node_gpus=None, gpus_allocatable=None, pending_pods=None, placeholders=None)
                  for r in rows]
-    plot_timeline(pods_only, [SyncRecord(2.0, 1, 2)], tmp_path / "pods.png", title="t", time_scale=20.0)
+    plot_timeline(pods_only, [SyncRecord(2.0, 1, 2)], tmp_path / "pods.png", title="t", clock=DemoClock(20.0))
     for name in ("one.png", "cmp.png", "pods.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
 
@@ -234,7 +235,7 @@ def test_the_kube_state_stand_in_writes_owner_series() -> None:
 
 
 def test_capacity_settings_put_real_time_on_the_compressed_clock() -> None:
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4, headroom_auto=True)
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool(), headroom=4, headroom_auto=True)
     settings = capacity_settings(config)
     assert settings.sync_period_s == 0.75 and settings.scale_down_window_s == 15
     assert settings.cold_start_s == pytest.approx(NodeTimings().model_load_s / 20)
@@ -291,7 +292,7 @@ def test_a_replica_recreated_under_its_name_keeps_its_earlier_life() -> None:
 def test_the_nodepools_own_timer_runs_on_the_compressed_clock_too() -> None:
     from loadtest.nodes import Karpenter
 
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool())
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool())
     karpenter = config.provisioner()
     assert isinstance(karpenter, Karpenter)
     assert karpenter.pool.consolidate_after_s == 15.0 and karpenter.settings.batch_max_s == 0.5  # 5 min, 10 s

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.cli.main import main
+from loadtest.clock import DemoClock
 from loadtest.nodes import (
     Cluster,
     ClusterAutoscaler,
@@ -28,7 +29,6 @@ from loadtest.nodes import (
     load_node_groups,
     load_nodepool,
     nodepool_from_values,
-    scaled,
 )
 from loadtest.nodes.cluster import Pod
 from loadtest.nodes.layer import NodesKind
@@ -585,4 +585,4 @@ def test_options_parse_into_the_node_layer() -> None:
     with pytest.raises(CapacityOptionError, match="--time-scale 0"):
         capacity_config(NodesKind.KARPENTER, headroom=None, time_scale=0, timings=[], nodepool=None,
                         node_groups=None, placeholder_image="pause", provisioning_time=None, replicas=1)
-    assert scaled(NodeTimings(), 20.0).node_s == pytest.approx(9.0)
+    assert DemoClock(20.0).demo_settings(NodeTimings()).node_s == pytest.approx(9.0)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 import clikit
 from clikit.extras import MissingExtra, require_extra
+from loadtest.clock import REAL_TIME
 from loadtest.hpa.scale_on import PODS_CHOICES, ScaleOn
 from loadtest.hpa.watch import KubeError
 from loadtest.loadgen.open_loop import Arrivals
@@ -360,7 +361,8 @@ def demo(
     settings = with_overrides(
         base, profile=parse_profile(profile) if profile else None,
         sync_period_s=None if sync_period is None else parse_duration(sync_period),
-        scale_down_window_s=None if window is None else round(window), target=target, max_replicas=max_replicas,
+        scale_down_window_s=None if window is None else REAL_TIME.demo_whole_seconds(window), target=target,
+        max_replicas=max_replicas,
         arrivals=arrivals, scale_on=metric, queue_target=queue_target, min_replicas=min_replicas,
         cold_start_s=None if cold_start is None else parse_duration(cold_start),
         gateway_timeout_s=None if gateway_timeout is None else parse_duration(gateway_timeout))
@@ -455,7 +457,7 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
         print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}"
                       + (": interrupted, partial summary" if result.interrupted else ""))
     console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {settings.real_profile.text()} in real "
-                  f"time, run {settings.time_scale:g}x faster; {describe_hpa(settings)}; "
+                  f"time, run {settings.clock.time_scale:g}x faster; {describe_hpa(settings)}; "
                   f"{describe_placeholders(capacity)}; auto headroom {capacity.headroom_signal}, figures in "
                   "real-time seconds)", markup=False, soft_wrap=True)
     console.print(format_capacity_table(comparison.rows), markup=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.loadgen.profile import Profile
 
 __all__ = ["Arrivals", "LoadGenerator", "Recorder", "SecondStats", "exchange", "percentile"]
@@ -113,10 +114,10 @@ class LoadGenerator(Recorder):
     """Drives ``profile`` against the URL ``target()`` returns at each send (``None``: no endpoint is ready,
     counted as an error like a Service without endpoints).
 
-    ``time_scale`` above 1 marks a compressed run, each second of the profile standing for that many real seconds
-    (the demo with GPU nodes). Poisson arrivals then keep the noise a real-time count has over the same stretch:
-    each second's count is a real-time Poisson count of ``time_scale`` seconds divided by ``time_scale`` (rounded at
-    random), its requests spread at random over the second. Plain Poisson gaps would make a rate over a few seconds
+    A compressed ``clock`` (the demo with GPU nodes) makes each second of the profile stand for ``time_scale`` real
+    seconds. Poisson arrivals then keep the noise a real-time count has over the same stretch: each second's count is
+    a real-time Poisson count of ``time_scale`` seconds divided by ``time_scale`` (rounded at random), its requests
+    spread at random over the second. Plain Poisson gaps would make a rate over a few seconds
     vary ``sqrt(time_scale)`` times more than the rate over its real-time span, and every window the HPA, Prometheus
     and the adapter take would read that as load changing.
     """
@@ -133,12 +134,10 @@ class LoadGenerator(Recorder):
         max_inflight: int = 256,
         arrivals: Arrivals = Arrivals.UNIFORM,
         seed: int | None = None,
-        time_scale: float = 1.0,
+        clock: DemoClock = REAL_TIME,
     ) -> None:
         if max_inflight < 1:
             raise ValueError("max_inflight must be at least 1")
-        if time_scale < 1:
-            raise ValueError("time_scale must be at least 1")
         super().__init__()
         self.profile = profile
         self.target = target
@@ -148,7 +147,7 @@ class LoadGenerator(Recorder):
         self.timeout_s = timeout_s
         self.max_inflight = max_inflight
         self.arrivals = arrivals
-        self.time_scale = time_scale
+        self.clock = clock
         self.inflight = 0
         self._random = random.Random(seed)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -166,12 +165,12 @@ class LoadGenerator(Recorder):
     def send_times(self) -> Iterator[float]:
         """When each request is due, in seconds from the start, in order."""
         duration = self.profile.duration
-        if self.arrivals is Arrivals.POISSON and self.time_scale > 1:
+        if self.arrivals is Arrivals.POISSON and self.clock.compressed:
             for second in range(math.ceil(duration - _EPSILON_S)):
                 span = min(1.0, duration - second)
-                real = self._poisson(self.profile.rate_at(second + span / 2) * span * self.time_scale)
-                count = math.floor(real / self.time_scale)
-                count += self._random.random() < real / self.time_scale - count
+                real = self._poisson(self.profile.rate_at(second + span / 2) * self.clock.real_seconds(span))
+                count = math.floor(self.clock.demo_count(real))
+                count += self._random.random() < self.clock.demo_count(real) - count
                 yield from sorted(second + self._random.random() * span for _ in range(count))
             return
         t = 0.0

@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.hpa.record import SyncRecord
 from loadtest.measure.timeline import TimelineRow
 
@@ -44,7 +45,7 @@ def plot_timeline(
     metric_label: str = "GPU utilisation (%)",
     load_step_at: float | None = None,
     load_drop_at: float | None = None,
-    time_scale: float = 1.0,
+    clock: DemoClock = REAL_TIME,
 ) -> None:
     # A bare Figure (no pyplot): no global backend state, and PNG output goes through Agg.
     with_nodes = any(r.nodes is not None for r in rows)
@@ -104,17 +105,17 @@ def plot_timeline(
     replicas.set_ylim(bottom=0)
     if with_nodes:
         _nodes_panel(panels[4], rows)
-    _time_axis(panels[-1], time_scale)
+    _time_axis(panels[-1], clock)
     _finish(fig, tuple(panels), path, load_step_at, load_drop_at)
 
 
-def _time_axis(axis: Axes, time_scale: float) -> None:
+def _time_axis(axis: Axes, clock: DemoClock) -> None:
     """Seconds since the load started; a compressed run's in real time."""
-    if time_scale == 1.0:
+    if not clock.compressed:
         axis.set_xlabel("seconds since the load started")
         return
-    axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x * time_scale:g}"))
-    axis.set_xlabel(f"real-time seconds since the load started (the demo ran {time_scale:g}x faster)")
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{clock.real_seconds(x):g}"))
+    axis.set_xlabel(f"real-time seconds since the load started (the demo ran {clock.time_scale:g}x faster)")
 
 
 def _nodes_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
@@ -261,7 +262,7 @@ def plot_capacity_comparison(
     path: str | Path,
     *,
     title: str,
-    time_scale: float = 1.0,
+    clock: DemoClock = REAL_TIME,
 ) -> None:
     """Runs of one load with different headroom: the load and what failed, ready replicas (dashed: desired), the
     replicas waiting for a GPU, and the nodes' GPUs (dotted: placeholders)."""
@@ -285,5 +286,5 @@ def plot_capacity_comparison(
     for axis in (replicas, pending, gpus):
         axis.yaxis.get_major_locator().set_params(integer=True)
         axis.set_ylim(bottom=0)
-    _time_axis(gpus, time_scale)
+    _time_axis(gpus, clock)
     _finish(fig, (rate, replicas, pending, gpus), path, None, None)

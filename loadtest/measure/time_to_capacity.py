@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import Profile
 from loadtest.measure.timeline import TimelineRow
@@ -62,13 +63,13 @@ class ScaleUp:
     nodes_launched: int
     behind_demand_s: float | None = None
 
-    def to_json(self, time_scale: float = 1.0) -> dict[str, Any]:
-        """Seconds multiplied by ``time_scale`` (the real-time equivalents of a compressed run)."""
+    def to_json(self, clock: DemoClock = REAL_TIME) -> dict[str, Any]:
+        """Seconds in real time (the real-time equivalents of a compressed run), to 0.1 s."""
         doc = asdict(self)
         for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "first_replica_wait_s",
                     "pending_pod_seconds", "behind_demand_s"):
-            doc[key] = None if doc[key] is None else round(doc[key] * time_scale, 1)
-        doc["phases_s"] = {k: round(v * time_scale, 1) for k, v in self.phases_s.items()}
+            doc[key] = clock.real_figure(doc[key])
+        doc["phases_s"] = {k: clock.real_figure(v) for k, v in self.phases_s.items()}
         return doc
 
 

@@ -7,8 +7,8 @@ their own Deployment, ``<workload>-headroom``, of priority -10 (the lowest that 
 nodes: its FAQ, "How can I configure overprovisioning") with ``preemptionPolicy: Never``: a fixed count, or one an
 HPA sizes from the ``capacity-headroom`` preset's metric.
 
-Every delay is a real-world figure divided by the demo's time scale (:func:`loadtest.nodes.scaled`); the figures
-this layer reports are multiplied back (real-time equivalents).
+Every delay is a real-world figure put on the demo's clock (:class:`loadtest.clock.DemoClock`); the figures this
+layer reports are put back in real time (real-time equivalents).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from loadtest.clock import DemoClock
 from loadtest.nodes import (
     AutoscalerSettings,
     Cluster,
@@ -31,7 +32,6 @@ from loadtest.nodes import (
     NodeTimings,
     PodTemplate,
     Provisioner,
-    scaled,
 )
 from loadtest.nodes.cluster import PodSpan
 from loadtest.standins.deployment import PENDING, RUNNING, PodState
@@ -54,7 +54,7 @@ class NodesKind(StrEnum):
 
 @dataclass(frozen=True)
 class NodeLayerConfig:
-    """``timings`` in real seconds; ``time_scale`` compresses them (and the provisioners' timers) for the demo.
+    """``timings`` in real seconds; ``clock`` compresses them (and the provisioners' timers) for the demo.
     ``headroom``: the placeholders, or with ``headroom_auto`` the most the HPA may ask for.
     ``placeholder_image``: what the placeholders run: a pause image (the chart's default) or the workload's image
     (the chart's ``headroom.placeholders.prePullImage``: its kubelet then has it when a replica takes the GPU).
@@ -63,7 +63,7 @@ class NodeLayerConfig:
     stabilisation windows (real seconds)."""
 
     kind: NodesKind
-    time_scale: float
+    clock: DemoClock
     timings: NodeTimings = field(default_factory=NodeTimings)
     pool: NodePool | None = None
     groups: tuple[NodeGroup, ...] = ()
@@ -106,8 +106,8 @@ class NodeLayerConfig:
     def provisioner(self) -> Provisioner:
         if self.kind is NodesKind.KARPENTER:
             assert self.pool is not None  # the NodePool's own timer (consolidateAfter) runs on the same clock
-            return Karpenter(scaled(self.pool, self.time_scale), scaled(KarpenterSettings(), self.time_scale))
-        return ClusterAutoscaler(self.groups, scaled(AutoscalerSettings(), self.time_scale))
+            return Karpenter(self.clock.demo_settings(self.pool), self.clock.demo_settings(KarpenterSettings()))
+        return ClusterAutoscaler(self.groups, self.clock.demo_settings(AutoscalerSettings()))
 
 
 class NodeLayer:
@@ -118,8 +118,7 @@ class NodeLayer:
         self.config = config
         self.workload = workload
         self.placeholder_name = f"{workload}-headroom"
-        k = config.time_scale
-        self.timings = scaled(config.timings, k)
+        self.timings = config.clock.demo_settings(config.timings)
         self.cluster = Cluster(self.timings, workload_image=WORKLOAD_IMAGE)
         self.provisioner = config.provisioner()
         self.template = PodTemplate(gpus=1, image=WORKLOAD_IMAGE)
@@ -184,7 +183,7 @@ class NodeLayer:
                 "gpus_allocatable": sum(n.allocatable(now) for n in nodes),
                 "pending_pods": sum(1 for p in self.cluster.pending_pods() if p.owner == self.workload),
                 "placeholders": sum(1 for p in self.cluster.live_pods(self.placeholder_name) if p.running(now)),
-                "gpu_node_seconds": round((self.cluster.gpu_node_seconds(now) - base) * self.config.time_scale, 1)}
+                "gpu_node_seconds": self.config.clock.real_figure(self.cluster.gpu_node_seconds(now) - base)}
 
     def spans(self) -> list[PodSpan]:
         """The workload's pods, on the load's clock (seconds since it started, demo time)."""
@@ -203,19 +202,17 @@ class NodeLayer:
 
     def totals(self, end: float | None = None) -> dict[str, Any]:
         """Run totals, real-time equivalents, over the load (``end``: the layer's clock at its end)."""
-        k = self.config.time_scale
+        real = self.config.clock.real_figure
         start = self.load_started or 0.0
         end = self.now() if end is None else end
         nodes = [n for n in self.cluster.nodes.values() if n.requested_at < end]
         return {
-            "gpu_node_seconds": round((self.cluster.gpu_node_seconds(end) - self.cluster.gpu_node_seconds(start))
-                                      * k, 1),
-            "pending_pod_seconds": round(self.cluster.pending_pod_seconds(end, self.workload, since=start) * k, 1),
+            "gpu_node_seconds": real(self.cluster.gpu_node_seconds(end) - self.cluster.gpu_node_seconds(start)),
+            "pending_pod_seconds": real(self.cluster.pending_pod_seconds(end, self.workload, since=start)),
             "nodes_launched": sum(1 for n in nodes if not n.warm),
             "nodes": [{"name": n.name, "instance_type": n.instance.name, "gpus": n.gpus,
-                       "requested_s": round((n.requested_at - start) * k, 1),
-                       "gpus_allocatable_s": round((n.gpus_at - start) * k, 1),
-                       "removed_s": None if n.deleted_at is None else round((n.deleted_at - start) * k, 1)}
+                       "requested_s": real(n.requested_at - start), "gpus_allocatable_s": real(n.gpus_at - start),
+                       "removed_s": None if n.deleted_at is None else real(n.deleted_at - start)}
                       for n in nodes],
             "placeholders_preempted": sum(1 for p in self.cluster.all_pods()
                                           if p.owner == self.placeholder_name and p.preempted),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from pathlib import Path
 
+from loadtest.clock import DemoClock
 from loadtest.loadgen.profile import Profile, ProfileError, parse_duration, parse_profile
 from loadtest.nodes import InstanceTypeError, NodeTimings, ShapeError, load_node_groups, load_nodepool
 from loadtest.nodes.layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
@@ -120,7 +121,7 @@ def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float,
     if provisioning == 0:
         raise CapacityOptionError(f"--provisioning-time {provisioning_time!r}: expected a duration above 0")
     scale_up = _duration(headroom_scale_up_window, "--headroom-scale-up-window")
-    config = NodeLayerConfig(kind, time_scale, parse_timings(timings), headroom=count, headroom_auto=auto,
+    config = NodeLayerConfig(kind, DemoClock(time_scale), parse_timings(timings), headroom=count, headroom_auto=auto,
                              placeholder_image=PLACEHOLDER_IMAGES[placeholder_image], provisioning_s=provisioning,
                              headroom_min=least, headroom_signal=headroom_signal,
                              **({} if scale_up is None else {"headroom_scale_up_s": scale_up}),

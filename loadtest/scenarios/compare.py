@@ -317,7 +317,7 @@ async def run_capacity_comparison(settings: DemoSettings, static: int, *, plot: 
         from loadtest.measure.plot import plot_capacity_comparison
 
         plot_capacity_comparison([(labels[n], r.rows, r.syncs) for n, r in done], plot,
-                                 time_scale=settings.time_scale,
+                                 clock=settings.clock,
                                  title=f"gpu-loadtest demo --compare-capacity --nodes {capacity.kind.value}: "
                                        f"{describe_metrics(settings)}; {describe_placeholders(capacity)}\n"
                                        + "\n".join(line for line in figures if line.startswith("static headroom cut")))

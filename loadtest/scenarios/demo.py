@@ -42,6 +42,7 @@ from typing import Any
 from adapter.rules.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
 from adapter.rules.inference import recording_rules
 from clikit.durations import parse_prometheus_duration
+from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.hpa import (
     DEFAULT_DOWNSCALE_STABILIZATION_SECONDS,
     DEFAULT_SCALE_DOWN_POLICIES,
@@ -133,18 +134,19 @@ class DemoSettings:
     capacity: NodeLayerConfig | None = None
 
     @property
-    def time_scale(self) -> float:
-        """Real seconds per demo second of the Kubernetes and cloud delays (1 without nodes)."""
-        return 1.0 if self.capacity is None else self.capacity.time_scale
+    def clock(self) -> DemoClock:
+        """The clock of the Kubernetes and cloud delays (real time without nodes)."""
+        return REAL_TIME if self.capacity is None else self.capacity.clock
 
     @property
     def real_profile(self) -> Profile:
         """The load profile in real time (the demo runs it ``time_scale`` times faster)."""
-        return self.profile.scaled(time_factor=self.time_scale)
+        return self.clock.real_profile(self.profile)
 
     def _policies(self, policies: tuple[ScalingPolicy, ...]) -> tuple[ScalingPolicy, ...]:
         """The HPA's default rate-limit policies with their periods on the compressed clock."""
-        return tuple(replace(p, period_seconds=max(1, round(p.period_seconds / self.time_scale))) for p in policies)
+        return tuple(replace(p, period_seconds=self.clock.demo_whole_seconds(p.period_seconds, least=1))
+                     for p in policies)
 
     @property
     def provisioning_s(self) -> float:
@@ -174,14 +176,15 @@ class DemoSettings:
         assert self.capacity is not None
         c = self.capacity
         metric, per_replica = self.headroom_metric
-        target = per_replica / (self.provisioning_s / self.time_scale)
+        target = self.clock.demo_rate(per_replica / self.provisioning_s)
         return HPASpec(
             max_replicas=c.headroom, min_replicas=c.headroom_min,
             metrics=(MetricSpec.object(metric, "Deployment/infer", average_value=f"{target:.4g}"),),
             behavior=Behavior(
-                scale_up=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_up_s / self.time_scale),
+                scale_up=ScalingRules(stabilization_window_seconds=self.clock.demo_whole_seconds(c.headroom_scale_up_s),
                                       policies=self._policies(DEFAULT_SCALE_UP_POLICIES)),
-                scale_down=ScalingRules(stabilization_window_seconds=round(c.headroom_scale_down_s / self.time_scale),
+                scale_down=ScalingRules(stabilization_window_seconds=self.clock.demo_whole_seconds(
+                    c.headroom_scale_down_s),
                                         policies=self._policies(DEFAULT_SCALE_DOWN_POLICIES))))
 
     @property
@@ -273,7 +276,7 @@ class DemoSettings:
                     "inference_pool": self.pool, "scale_up_policy": {
                         "type": "Pods", "value": self.wake_replicas, "periodSeconds": self.scale_up_period_s}}
                    if self.gateway else {}),
-                **({"nodes": self.capacity.kind.value, "time_scale": self.time_scale,
+                **({"nodes": self.capacity.kind.value, "time_scale": self.clock.time_scale,
                     "headroom": f"auto:{self.capacity.headroom}" if self.capacity.headroom_auto
                     else self.capacity.headroom,
                     "placeholder_image": next(name for name, image in PLACEHOLDER_IMAGES.items()
@@ -310,11 +313,12 @@ def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile
     """The demo with GPU nodes: ``profile`` (default one step surge, or the quick one), the HPA's sync period and
     scale-down window (the controller's defaults), all in real seconds, put on the compressed clock; each replica's
     cold start is the model load; Poisson arrivals."""
-    k = capacity.time_scale
+    clock = capacity.clock
     real = profile or (parse_profile(CAPACITY_QUICK_PROFILE) if quick else capacity_profile())
-    return DemoSettings(profile=real.scaled(time_factor=1 / k), sync_period_s=sync_period_s / k,
-                        scale_down_window_s=round(scale_down_window_s / k),
-                        cold_start_s=capacity.timings.model_load_s / k, arrivals=Arrivals.POISSON, capacity=capacity)
+    return DemoSettings(profile=clock.demo_profile(real), sync_period_s=clock.demo_seconds(sync_period_s),
+                        scale_down_window_s=clock.demo_whole_seconds(scale_down_window_s),
+                        cold_start_s=clock.demo_seconds(capacity.timings.model_load_s), arrivals=Arrivals.POISSON,
+                        capacity=capacity)
 
 
 @dataclass(frozen=True)
@@ -354,7 +358,7 @@ class _Demo:
         self.state: dict[int, dict[str, Any]] = {}
         self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
                                      max_inflight=settings.client_inflight, arrivals=settings.arrivals,
-                                     time_scale=settings.time_scale)
+                                     clock=settings.clock)
         self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
                                              endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
         self.gateway_url: str | None = None
@@ -406,8 +410,8 @@ class _Demo:
                 self.kube_state = KubeStateMetrics(s.namespace, lambda: owners(layer))
                 kube_state = f"127.0.0.1:{self.kube_state.start()}"
                 # The windows on the compressed clock; the noise margin counts over the real rate window (the
-                # load draws real-time counts: LoadGenerator(time_scale=...)).
-                extra_rules = capacity_yaml(*(_prometheus_duration(parse_prometheus_duration(d) / s.time_scale)
+                # load draws real-time counts: LoadGenerator(clock=...)).
+                extra_rules = capacity_yaml(*(s.clock.demo_promql_duration(d)
                                               for d in (WINDOW, STEP, RATE_WINDOW)), count_window=RATE_WINDOW)
                 recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
@@ -522,7 +526,7 @@ class _Demo:
         request rate over its window counts the seconds before the load started as idle, and its slope would read
         as a surge (in a cluster the load has been there for hours)."""
         s = self.settings
-        settle = sum(parse_prometheus_duration(d) for d in (RATE_WINDOW, WINDOW)) / s.time_scale
+        settle = s.clock.demo_seconds(sum(parse_prometheus_duration(d) for d in (RATE_WINDOW, WINDOW)))
         await asyncio.sleep(settle)
         await hpa.run(s.sync_period_s, self._on_headroom_sync)
 
@@ -609,11 +613,6 @@ def _allow_open_files(wanted: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def _prometheus_duration(seconds: float) -> str:
-    """A PromQL range or resolution of at least 1 ms, in whole milliseconds (``6000ms``)."""
-    return f"{max(round(seconds * 1000), 1)}ms"
-
-
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
@@ -669,7 +668,7 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
             title = f"gpu-loadtest demo --nodes {settings.capacity.kind.value}: {describe_capacity(settings)}\n" \
                     f"{describe_hpa(settings)}"
         plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
-                      load_drop_at=settings.profile.load_drop_at, title=title, time_scale=settings.time_scale)
+                      load_drop_at=settings.profile.load_drop_at, title=title, clock=settings.clock)
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
     return DemoResult(summary, rows, syncs, interrupted, error, tails)
@@ -688,9 +687,9 @@ def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[S
         figures.append(measure(i + 1, surge, syncs, spans, rows, launches, needed=needed, service_s=s.service_ms / 1000,
                                demand_at=demand_for(s.profile, surge, needed, s.requests_per_replica)))
     headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
-    return {"time_scale": s.time_scale, "surges": [f.to_json(s.time_scale) for f in figures],
+    return {"time_scale": s.clock.time_scale, "surges": [f.to_json(s.clock) for f in figures],
             **layer.totals(end if end is not None and end < layer.now() else None),
-            "headroom_decisions": [{"t": round(r.t * s.time_scale, 1), "from": r.current, "to": r.desired,
+            "headroom_decisions": [{"t": s.clock.real_figure(r.t), "from": r.current, "to": r.desired,
                                     "growth": r.readings.get(s.headroom_metric[0])}
                                    for r in headroom_hpa if r.direction]}
 
@@ -719,7 +718,7 @@ def describe_capacity(settings: DemoSettings) -> str:
     headroom = (f"auto ({capacity.headroom_min}..{capacity.headroom} on {capacity.headroom_signal})"
                 if capacity.headroom_auto else str(capacity.headroom))
     return (f"headroom {headroom}, {describe_placeholders(capacity)}, node {t.node_s:g} s, image "
-            f"{t.image_pull_s:g} s, model {t.model_load_s:g} s (real time; run {settings.time_scale:g}x faster)")
+            f"{t.image_pull_s:g} s, model {t.model_load_s:g} s (real time; run {settings.clock.time_scale:g}x faster)")
 
 
 def describe_placeholders(capacity: NodeLayerConfig) -> str:
@@ -749,8 +748,8 @@ def describe_hpa(settings: DemoSettings, *, min_replicas: bool = True) -> str:
     """``HPA on ..., sync every Ns`` for titles (with the gateway: minReplicas, unless told not to, and the cold
     start too)."""
     text = f"HPA on {describe_metrics(settings)}, sync every {settings.sync_period_s:g}s"
-    if settings.time_scale != 1.0:  # the titles around it speak in real time
-        text += f" ({settings.sync_period_s * settings.time_scale:g}s in real time)"
+    if settings.clock.compressed:  # the titles around it speak in real time
+        text += f" ({settings.clock.real_seconds(settings.sync_period_s):g}s in real time)"
     if settings.gateway:
         text += (f", minReplicas {settings.min_replicas}" if min_replicas else "") + \
             f", cold start {settings.cold_start_s:g}s"
