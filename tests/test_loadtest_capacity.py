@@ -29,7 +29,8 @@ from loadtest.nodes.cluster import PodSpan
 from loadtest.nodes.layer import NodeLayerConfig, NodesKind
 from loadtest.scenarios.capacity_options import capacity_profile
 from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-from loadtest.scenarios.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings, describe_hpa
+from loadtest.scenarios.demo import DemoSettings, capacity_settings, describe_hpa
+from loadtest.scenarios.outputs import Outputs, RunResult
 from loadtest.standins.kube_state import OwnerSeries, replicaset_name
 
 pytestmark = pytest.mark.unit
@@ -138,11 +139,11 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
     settings = capacity_settings(config, quick=True)
     seen: list[NodeLayerConfig] = []
 
-    async def runner(s: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(s: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         assert s.capacity is not None
         seen.append(s.capacity)
         cost = {0: 10_000.0}.get(s.capacity.headroom, 30_000.0 if not s.capacity.headroom_auto else 15_000.0)
-        return DemoResult(summary_with([600.0], cost), [], [])
+        return RunResult(summary_with([600.0], cost), [], [])
 
     comparison = asyncio.run(run_capacity_comparison(
         settings, 4, plot=None, summary=tmp_path / "s.json", csv=None,
@@ -164,10 +165,10 @@ def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monke
     costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
     times = {"none": 1200.0, "static": 150.0, "auto": 400.0}
 
-    async def runner(s: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(s: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         assert s.capacity is not None
         name = "none" if not s.capacity.headroom else "auto" if s.capacity.headroom_auto else "static"
-        return DemoResult(summary_with([times[name]], costs[name]), [], [])
+        return RunResult(summary_with([times[name]], costs[name]), [], [])
 
     real = loadtest.scenarios.compare.run_capacity_comparison
     monkeypatch.setattr(loadtest.scenarios.compare, "run_capacity_comparison",

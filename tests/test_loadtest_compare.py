@@ -34,13 +34,12 @@ from loadtest.scenarios.demo import (
     QUICK_SETTINGS,
     ZERO_QUICK_SETTINGS,
     ZERO_SETTINGS,
-    DemoOutputs,
-    DemoResult,
     DemoSettings,
     ScaleOn,
     describe_metrics,
     with_overrides,
 )
+from loadtest.scenarios.outputs import Outputs, RunResult
 
 pytestmark = pytest.mark.unit
 
@@ -92,13 +91,13 @@ def test_run_comparison_runs_each_choice_and_stops_after_a_failure(tmp_path: Pat
     run's summary in one JSON, one plot, a CSV path per run; a failed run ends the comparison."""
     seen: list[tuple[ScaleOn, Path | None]] = []
 
-    async def runner(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(settings: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         seen.append((settings.scale_on, outputs.csv))
         rows = [TimelineRow(t=float(t), phase="hold", target_rps=55.0, sent=55, ok=50, errors=5, p95_ms=40.0,
                             current_replicas=1 + t, desired_replicas=2 + t) for t in range(3)]
         syncs = [SyncRecord(1.0, 1, 2, 99.0, "pods metric X above target")]
         error = "RuntimeError: adapter exited" if settings.scale_on is ScaleOn.QUEUE else None
-        return DemoResult(summary(1.0, 1, 3, 15, 0, 40.0), rows, syncs, error=error)
+        return RunResult(summary(1.0, 1, 3, 15, 0, 40.0), rows, syncs, error=error)
 
     def progress(choice: ScaleOn) -> Progress:
         return Progress(Console(file=io.StringIO()))
@@ -188,12 +187,12 @@ def test_zero_comparison_table_and_saving() -> None:
 def test_run_zero_comparison_runs_min_1_then_min_0_on_the_same_settings(tmp_path: Path) -> None:
     seen: list[tuple[int, ScaleOn, str, Path | None]] = []
 
-    async def runner(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(settings: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         seen.append((settings.min_replicas, settings.scale_on, settings.profile.text(), outputs.csv))
         rows = [TimelineRow(t=float(t), phase="hold", target_rps=10.0, sent=10, ok=10, current_replicas=0,
                             desired_replicas=0, pods=0, gpu_seconds=0.0) for t in range(3)]
         gpu = 320.0 if settings.min_replicas else 212.4
-        return DemoResult(zero_summary(gpu, 0 if settings.min_replicas else 95, COLD, 1 - settings.min_replicas),
+        return RunResult(zero_summary(gpu, 0 if settings.min_replicas else 95, COLD, 1 - settings.min_replicas),
                           rows, [])
 
     def progress(min_replicas: int) -> Progress:

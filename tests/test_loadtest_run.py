@@ -23,7 +23,8 @@ from loadtest.hpa.watch import ClusterReading
 from loadtest.loadgen.open_loop import Arrivals
 from loadtest.loadgen.profile import parse_profile
 from loadtest.measure.progress import Progress
-from loadtest.scenarios.run import RunOptions, RunOutputs, run_load
+from loadtest.scenarios.outputs import Outputs
+from loadtest.scenarios.run import RunOptions, run_load
 from loadtest.standins.replica import READY_PREFIX
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
@@ -266,7 +267,7 @@ def test_drain_seconds_carry_what_was_observed_in_them() -> None:
         options = RunOptions(url=f"http://127.0.0.1:{port}/infer", profile=parse_profile("1s:4"),
                              arrivals=Arrivals.UNIFORM, watch_interval_s=0.1)
         try:
-            result = await run_load(options, SteadyMetric(), RunOutputs(),  # type: ignore[arg-type]
+            result = await run_load(options, SteadyMetric(), Outputs(),  # type: ignore[arg-type]
                                     progress)
         finally:
             server.close()

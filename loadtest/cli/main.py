@@ -34,7 +34,8 @@ from loadtest.scenarios.capacity_options import (
 )
 
 if TYPE_CHECKING:
-    from loadtest.scenarios.demo import DemoResult, DemoSettings
+    from loadtest.scenarios.demo import DemoSettings
+    from loadtest.scenarios.outputs import RunResult
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Load generation and the closed-loop GPU autoscaling demo.")
@@ -397,17 +398,18 @@ def _check(settings: DemoSettings) -> None:
 
 def _run_one(settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None) -> None:
     from loadtest.measure.progress import Progress
-    from loadtest.scenarios.demo import DemoOutputs, run_demo
+    from loadtest.scenarios.demo import run_demo
+    from loadtest.scenarios.outputs import Outputs
 
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest demo")
-    outputs = DemoOutputs(plot=plot, summary=summary, csv=csv_path)
+    outputs = Outputs(plot=plot, summary=summary, csv=csv_path)
     result = _cancellable(lambda: run_demo(settings, outputs, progress))
     print_summary(Console(highlight=False), result.summary,
                   "interrupted: partial summary" if result.interrupted else "summary")
     _end(result)
 
 
-def _end(result: DemoResult) -> None:
+def _end(result: RunResult) -> None:
     """Exit as the run ended: 1 with the failing processes' logs, 130 when interrupted."""
     if result.error:
         for name, tail in result.log_tails.items():
@@ -549,7 +551,8 @@ def run(
     from loadtest.hpa.watch import ClusterWatcher, api_client
     from loadtest.loadgen.taurus.plan import load_plan
     from loadtest.measure.progress import Progress
-    from loadtest.scenarios.run import RunOptions, RunOutputs, TaurusOptions, run_load, run_taurus
+    from loadtest.scenarios.outputs import Outputs
+    from loadtest.scenarios.run import RunOptions, TaurusOptions, run_load, run_taurus
 
     if bool(prometheus_url) != bool(query):
         raise UsageError("--prometheus-url and --query go together")
@@ -586,7 +589,7 @@ def run(
         watcher = ClusterWatcher(api_client(kubeconfig, context), namespace, hpa, metric)
     console = Console(highlight=False)
     progress = Progress(Console(stderr=True, highlight=False), title="gpu-loadtest run")
-    outputs = RunOutputs(csv_path, plot, summary)
+    outputs = Outputs(plot=plot, summary=summary, csv=csv_path)
     if isinstance(options, TaurusOptions):
         taurus_options = options
         result = _cancellable(lambda: run_taurus(taurus_options, watcher, outputs, progress))

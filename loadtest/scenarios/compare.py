@@ -22,8 +22,6 @@ from loadtest.measure.summary import Summary
 from loadtest.measure.time_to_capacity import PHASES
 from loadtest.scenarios.capacity_options import AUTO_MIN
 from loadtest.scenarios.demo import (
-    DemoOutputs,
-    DemoResult,
     DemoSettings,
     ScaleOn,
     describe_gateway_hpa,
@@ -31,6 +29,7 @@ from loadtest.scenarios.demo import (
     describe_placeholders,
     run_demo,
 )
+from loadtest.scenarios.outputs import Outputs, RunResult
 from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["CAPACITY_COLUMNS", "COLUMNS", "ZERO_COLUMNS", "CapacityComparison", "CapacityRow", "ComparisonRow",
@@ -140,16 +139,16 @@ def _with_suffix(path: Path | None, name: str) -> Path | None:
     return None if path is None else path.with_name(f"{path.stem}-{name}{path.suffix}")
 
 
-Runner = Callable[[DemoSettings, DemoOutputs, Progress], Awaitable[DemoResult]]
+Runner = Callable[[DemoSettings, Outputs, Progress], Awaitable[RunResult]]
 
 
 async def _run_each(variants: Sequence[tuple[str, DemoSettings]], csv: Path | None,
-                    progress: Callable[[str], Progress], runner: Runner) -> list[tuple[str, DemoResult]]:
+                    progress: Callable[[str], Progress], runner: Runner) -> list[tuple[str, RunResult]]:
     """Run each variant in order; stop after a run that failed or was interrupted. ``csv`` gets one file per run
     (``NAME-<variant>.csv``)."""
-    results: list[tuple[str, DemoResult]] = []
+    results: list[tuple[str, RunResult]] = []
     for name, run_settings in variants:
-        result = await runner(run_settings, DemoOutputs(csv=_with_suffix(csv, name)), progress(name))
+        result = await runner(run_settings, Outputs(csv=_with_suffix(csv, name)), progress(name))
         results.append((name, result))
         if result.interrupted or result.error:
             break
@@ -158,7 +157,7 @@ async def _run_each(variants: Sequence[tuple[str, DemoSettings]], csv: Path | No
 
 async def run_comparison(settings: DemoSettings, choices: Sequence[ScaleOn], *, plot: Path | None,
                          summary: Path | None, csv: Path | None, progress: Callable[[ScaleOn], Progress],
-                         runner: Runner = run_demo) -> list[tuple[ScaleOn, DemoResult]]:
+                         runner: Runner = run_demo) -> list[tuple[ScaleOn, RunResult]]:
     """Run the demo once per choice, in order; stop after a run that failed or was interrupted. The plot and the
     summary (``{"table": [...], "runs": {choice: summary}}``) cover the runs that finished; ``csv`` gets one file
     per run (``NAME-<choice>.csv``)."""
@@ -184,7 +183,7 @@ async def run_comparison(settings: DemoSettings, choices: Sequence[ScaleOn], *, 
 
 async def run_zero_comparison(settings: DemoSettings, *, plot: Path | None, summary: Path | None, csv: Path | None,
                               progress: Callable[[int], Progress], runner: Runner = run_demo,
-                              ) -> list[tuple[int, DemoResult]]:
+                              ) -> list[tuple[int, RunResult]]:
     """The scale-to-zero setup with minReplicas 1, then 0, on ``settings``' profile; stops after a run that failed or
     was interrupted. The plot and the summary (``{"table": [...], "saving": ..., "runs": {"min-N": summary}}``)
     cover the runs that finished; ``csv`` gets ``NAME-min-1.csv`` and ``NAME-min-0.csv``."""
@@ -250,7 +249,7 @@ class CapacityComparison:
     """What ``--compare-capacity`` ran (``none``, ``static``, ``auto``, fewer after a run that failed or was
     interrupted), each run's table row and the figures the headroom is judged by."""
 
-    runs: list[tuple[str, DemoResult]]
+    runs: list[tuple[str, RunResult]]
     rows: list[CapacityRow]
     figures: list[str]
 

@@ -35,7 +35,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +70,10 @@ from loadtest.loadgen.profile import Profile, parse_profile
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.summary import Summary, summarize
 from loadtest.measure.time_to_capacity import demand_for, measure, replicas_for, replicas_needed, surges
-from loadtest.measure.timeline import TimelineRow, build_rows, phase_of, write_csv
+from loadtest.measure.timeline import TimelineRow, build_rows, phase_of
 from loadtest.nodes.layer import NodeLayer, NodeLayerConfig, owners
 from loadtest.scenarios.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
+from loadtest.scenarios.outputs import Outputs, RunResult, write_outputs
 from loadtest.standins.deployment import DeploymentConfig, LocalDeployment, Replica
 from loadtest.standins.gateway import QUEUE_METRIC as GATEWAY_QUEUE
 from loadtest.standins.gateway import RUNNING_METRIC as GATEWAY_RUNNING
@@ -81,10 +82,9 @@ from loadtest.standins.kube_state import KubeStateMetrics
 from loadtest.standins.kubelet import PodResourcesServer
 from loadtest.standins.processes import ChildProcesses
 from loadtest.standins.stack import MetricsStack, StackConfig
-from loadtest.standins.statefiles import atomic_write_json
 
 __all__ = ["DEFAULT_SETTINGS", "GATEWAY_QUEUE", "GATEWAY_RUNNING", "QUEUE_METRIC", "QUICK_SETTINGS",
-           "ZERO_QUICK_SETTINGS", "ZERO_SETTINGS", "DemoError", "DemoOutputs", "DemoResult", "DemoSettings",
+           "ZERO_QUICK_SETTINGS", "ZERO_SETTINGS", "DemoError", "DemoSettings",
            "ScaleOn", "cold_start_figures", "describe_gateway_hpa", "describe_hpa", "describe_metrics", "run_demo",
            "with_overrides"]
 
@@ -319,23 +319,6 @@ def capacity_settings(capacity: NodeLayerConfig, *, quick: bool = False, profile
                         scale_down_window_s=clock.demo_whole_seconds(scale_down_window_s),
                         cold_start_s=clock.demo_seconds(capacity.timings.model_load_s), arrivals=Arrivals.POISSON,
                         capacity=capacity)
-
-
-@dataclass(frozen=True)
-class DemoOutputs:
-    plot: Path | None = None
-    summary: Path | None = None
-    csv: Path | None = None
-
-
-@dataclass
-class DemoResult:
-    summary: Summary
-    rows: list[TimelineRow]
-    syncs: list[SyncRecord]
-    interrupted: bool = False
-    error: str | None = None
-    log_tails: dict[str, str] = field(default_factory=dict)
 
 
 def _describe_sync(record: SyncRecord) -> str:
@@ -617,7 +600,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+async def run_demo(settings: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
     """Run the demo; a cancellation (Ctrl-C, SIGTERM) ends it early with a partial summary.
 
     Every child process is stopped and the temporary directory removed before this returns.
@@ -645,33 +628,35 @@ async def run_demo(settings: DemoSettings, outputs: DemoOutputs, progress: Progr
     if interrupted or error:
         rows = rows[:len(demo.state)]
     syncs = list(demo.hpa.history) if demo.hpa else []
-    outputs_doc = {"plot": str(outputs.plot) if outputs.plot and rows else None,
-                   "csv": str(outputs.csv) if outputs.csv and rows else None}
     summary = summarize(rows, syncs, settings.profile.load_step_at, settings.profile.load_drop_at,
                         needed_replicas=settings.needed_replicas, extra={
-        **settings.describe(), **outputs_doc,
+        **settings.describe(), **outputs.named(rows),
         "startup_seconds": None if demo.startup_s is None else round(demo.startup_s, 2),
         "wall_seconds": round(time.monotonic() - demo.started, 2), "error_kinds": dict(demo.loadgen.error_kinds),
         "run_id": demo.processes.run_id, "child_pids": demo.processes.pids, "interrupted": interrupted,
         "error": error, **({"cold_start": cold_start_figures(demo.gateway)} if demo.gateway is not None else {}),
         **({"capacity": capacity_figures(demo, rows, syncs)} if demo.layer is not None else {})})
-    if outputs.csv is not None and rows:
-        write_csv(rows, outputs.csv)
-    if outputs.plot is not None and rows:
+
+    def draw(path: Path) -> None:
         from loadtest.measure.plot import plot_timeline  # matplotlib: the loadtest extra
 
-        title = f"gpu-loadtest demo: {describe_hpa(settings)}"
-        if settings.gateway:
-            title = (f"gpu-loadtest demo --min-replicas {settings.min_replicas}: {summary.gpu_seconds} GPU-seconds "
-                     f"used ({summary.seconds_at_zero} s at zero replicas)\n{describe_gateway_hpa(settings)}")
-        if settings.capacity is not None:
-            title = f"gpu-loadtest demo --nodes {settings.capacity.kind.value}: {describe_capacity(settings)}\n" \
-                    f"{describe_hpa(settings)}"
-        plot_timeline(rows, syncs, outputs.plot, load_step_at=settings.profile.load_step_at,
-                      load_drop_at=settings.profile.load_drop_at, title=title, clock=settings.clock)
-    if outputs.summary is not None:
-        atomic_write_json(outputs.summary, summary.to_json())
-    return DemoResult(summary, rows, syncs, interrupted, error, tails)
+        plot_timeline(rows, syncs, path, load_step_at=settings.profile.load_step_at,
+                      load_drop_at=settings.profile.load_drop_at, title=plot_title(settings, summary),
+                      clock=settings.clock)
+
+    write_outputs(outputs, summary, rows, draw)
+    return RunResult(summary, rows, syncs, interrupted, error, tails)
+
+
+def plot_title(settings: DemoSettings, summary: Summary) -> str:
+    """The demo's plot title: what the HPA scaled on; with the gateway, the GPU time used; with nodes, theirs."""
+    if settings.capacity is not None:
+        return (f"gpu-loadtest demo --nodes {settings.capacity.kind.value}: {describe_capacity(settings)}\n"
+                f"{describe_hpa(settings)}")
+    if settings.gateway:
+        return (f"gpu-loadtest demo --min-replicas {settings.min_replicas}: {summary.gpu_seconds} GPU-seconds "
+                f"used ({summary.seconds_at_zero} s at zero replicas)\n{describe_gateway_hpa(settings)}")
+    return f"gpu-loadtest demo: {describe_hpa(settings)}"
 
 
 def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[SyncRecord]) -> dict[str, Any]:

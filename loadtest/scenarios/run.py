@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from loadtest.loadgen.profile import Profile
 from loadtest.loadgen.taurus.plan import TaurusPlan
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.range_data import per_second
-from loadtest.measure.summary import Summary, summarize
-from loadtest.measure.timeline import LoadShape, TimelineRow, build_rows, phase_of, write_csv
-from loadtest.standins.statefiles import atomic_write_json
+from loadtest.measure.summary import summarize
+from loadtest.measure.timeline import LoadShape, build_rows, phase_of
+from loadtest.scenarios.outputs import Outputs, RunResult, write_outputs
 
-__all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "RunOutputs", "RunResult", "TaurusOptions", "run_load",
+__all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "TaurusOptions", "run_load",
            "run_taurus"]
 
 CLOSED_LOOP = ("closed loop: each virtual user waits its think time, sends a request and waits for the answer before "
@@ -56,22 +56,6 @@ class TaurusOptions:
     query: str | None = None
     metric_label: str = "metric"
     seed: int | None = None
-
-
-@dataclass(frozen=True)
-class RunOutputs:
-    csv: Path | None = None
-    plot: Path | None = None
-    summary: Path | None = None
-
-
-@dataclass
-class RunResult:
-    summary: Summary
-    rows: list[TimelineRow]
-    syncs: list[SyncRecord]
-    interrupted: bool = False
-    warnings: list[str] = field(default_factory=list)
 
 
 class LoadRun:
@@ -176,7 +160,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs: RunOutputs,
+async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs: Outputs,
                    progress: Progress) -> RunResult:
     """Run the profile; a cancellation (Ctrl-C) ends it early with the partial timeline."""
     profile = options.profile
@@ -192,7 +176,7 @@ async def run_load(options: RunOptions, watcher: ClusterWatcher | None, outputs:
                              "profile": profile.text(), "arrivals": options.arrivals.value})
 
 
-async def run_taurus(options: TaurusOptions, watcher: ClusterWatcher | None, outputs: RunOutputs,
+async def run_taurus(options: TaurusOptions, watcher: ClusterWatcher | None, outputs: Outputs,
                      progress: Progress) -> RunResult:
     """Run the Taurus plan's virtual users (the closed loop); a cancellation ends it early, as ``run_load``."""
     plan = options.plan
@@ -209,7 +193,7 @@ async def run_taurus(options: TaurusOptions, watcher: ClusterWatcher | None, out
                              "notes": list(plan.notes)})
 
 
-async def _report(run: LoadRun, outputs: RunOutputs, *, title: str, load_step_at: float | None,
+async def _report(run: LoadRun, outputs: Outputs, *, title: str, load_step_at: float | None,
                   load_drop_at: float | None, extra: dict[str, Any]) -> RunResult:
     """Drive the run, then build its timeline and summary, and write the CSV, plot and summary JSON asked for."""
     interrupted = False
@@ -239,15 +223,13 @@ async def _report(run: LoadRun, outputs: RunOutputs, *, title: str, load_step_at
         extra["labels"] = {label: stats.to_json() for label, stats in run.loadgen.labels(len(rows)).items()}
     summary = summarize(rows, run.syncs, load_step_at, load_drop_at, extra={
         **extra, "watch_interval_seconds": options.watch_interval_s, "error_kinds": dict(run.loadgen.error_kinds),
-        "csv": str(outputs.csv) if outputs.csv else None, "plot": str(outputs.plot) if outputs.plot else None,
-        "interrupted": interrupted, "warnings": run.warnings})
-    if outputs.csv is not None:
-        write_csv(rows, outputs.csv)
-    if outputs.plot is not None and rows:
+        **outputs.named(rows), "interrupted": interrupted, "warnings": run.warnings})
+
+    def draw(path: Path) -> None:
         from loadtest.measure.plot import plot_timeline  # matplotlib: the loadtest extra
 
-        plot_timeline(rows, run.syncs, outputs.plot, title=title, metric_label=options.metric_label,
+        plot_timeline(rows, run.syncs, path, title=title, metric_label=options.metric_label,
                       load_step_at=load_step_at, load_drop_at=load_drop_at)
-    if outputs.summary is not None:
-        atomic_write_json(outputs.summary, summary.to_json())
-    return RunResult(summary, rows, run.syncs, interrupted, run.warnings)
+
+    write_outputs(outputs, summary, rows, draw)
+    return RunResult(summary, rows, run.syncs, interrupted, warnings=run.warnings)
