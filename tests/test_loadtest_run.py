@@ -194,7 +194,7 @@ DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",namespace="demo",pod="infer-1",contain
 
 def test_run_polls_a_custom_metric_and_prometheus_range_data(replica_url: str, tmp_path: Path) -> None:
     endpoint = MetricsEndpoint(GPU_SERIES)
-    prom = PrometheusServer([endpoint.address], honor_labels=True)
+    prom = PrometheusServer([endpoint.address], honor_labels=True).start()
     adapter = None
     try:
         prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 2)

@@ -86,8 +86,10 @@ def prometheus_config(
 class PrometheusServer:
     """A Prometheus process scraping ``targets``, with its config and TSDB in a temporary directory.
 
-    The process starts in the constructor (in a session of its own, so a terminal's Ctrl-C reaches only its
-    parent, which stops it) and is ready (``/-/ready`` answered 200) when the constructor returns.
+    Constructing one only settles its configuration and port; :meth:`start` (or entering it as a context manager)
+    writes the config, starts the process (in a session of its own, so a terminal's Ctrl-C reaches only its parent,
+    which stops it) and returns once ``/-/ready`` answers 200. :meth:`stop` ends the process and removes the
+    directory, at any point and as often as it is called.
     """
 
     def __init__(
@@ -108,15 +110,7 @@ class PrometheusServer:
         tmp_prefix: str = "prometheus-",
         scrape_options: Mapping[str, Any] | None = None,
     ) -> None:
-        exe = shutil.which(binary)
-        if exe is None:
-            raise PrometheusError(f"{binary!r} not found on PATH; run scripts/install-tools.sh")
-        self.tmpdir = Path(tempfile.mkdtemp(prefix=tmp_prefix))
-        self.config_path = self.tmpdir / "prometheus.yml"
-        self.log_path = self.tmpdir / "prometheus.log"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = prometheus_config(
+        self.config = prometheus_config(
             targets,
             job=job,
             scrape_interval=scrape_interval,
@@ -127,36 +121,78 @@ class PrometheusServer:
             extra_scrape_configs=extra_scrape_configs,
             scrape_options=scrape_options,
         )
-        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        cmd = [
-            exe,
+        self.extra_args = tuple(extra_args)
+        self.binary = binary
+        self.startup_timeout = startup_timeout
+        self.env = env
+        self.tmp_prefix = tmp_prefix
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._tmpdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._client = httpx.Client(base_url=self.url, timeout=5.0, trust_env=False)
+
+    def start(self) -> PrometheusServer:
+        """Start the process and wait until it is ready; on any failure it is stopped again. Returns the server, so
+        that ``PrometheusServer(...).start()`` reads as one step."""
+        if self._process is not None:
+            raise PrometheusError("prometheus was started already")
+        exe = shutil.which(self.binary)
+        if exe is None:
+            raise PrometheusError(f"{self.binary!r} not found on PATH; run scripts/install-tools.sh")
+        self._tmpdir = Path(tempfile.mkdtemp(prefix=self.tmp_prefix))
+        self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        try:
+            with self.log_path.open("wb") as log:
+                self._process = subprocess.Popen(
+                    [exe, *self._arguments()],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, **self.env} if self.env else None,
+                )
+        except OSError:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            raise
+        try:
+            self._wait_ready(self.startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _arguments(self) -> list[str]:
+        return [
             f"--config.file={self.config_path}",
             f"--storage.tsdb.path={self.tmpdir / 'data'}",
             "--storage.tsdb.retention.time=1h",
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--web.enable-lifecycle",
             "--log.level=warn",
-            *extra_args,
+            *self.extra_args,
         ]
-        try:
-            with self.log_path.open("wb") as log:
-                self.process = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env={**os.environ, **env} if env else None,
-                )
-        except OSError:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            raise
-        self._client = httpx.Client(base_url=self.url, timeout=5.0, trust_env=False)
-        try:
-            self._wait_ready(startup_timeout)
-        except BaseException:
-            self.stop()
-            raise
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            raise PrometheusError("prometheus is not started: call start(), or enter it with `with`")
+        return self._process
+
+    @property
+    def tmpdir(self) -> Path:
+        """The directory of its config, log and TSDB (removed by :meth:`stop`)."""
+        if self._tmpdir is None:
+            raise PrometheusError("prometheus is not started: call start(), or enter it with `with`")
+        return self._tmpdir
+
+    @property
+    def config_path(self) -> Path:
+        return self.tmpdir / "prometheus.yml"
+
+    @property
+    def log_path(self) -> Path:
+        return self.tmpdir / "prometheus.log"
 
     @property
     def pid(self) -> int:
@@ -245,20 +281,22 @@ class PrometheusServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the process group (SIGKILL after ``timeout``), then remove the temporary directory."""
-        if self.process.poll() is None:
+        process = self._process
+        if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
+                os.killpg(process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout)
+                process.wait(timeout)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
         self._client.close()
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
 
     def __enter__(self) -> PrometheusServer:
-        return self
+        return self if self._process is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

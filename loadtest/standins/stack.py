@@ -110,6 +110,7 @@ class MetricsStack:
                                            extra_scrape_configs=jobs, rule_files=rule_files,
                                            env=self.processes.env, startup_timeout=cfg.startup_timeout_s,
                                            tmp_prefix="gpu-loadtest-prometheus-")
+        self.prometheus.start()
         self.processes.adopt("prometheus", self.prometheus.process, self.prometheus.log_path)
         self._check_abort()
         port = self.adapter_url.rsplit(":", 1)[1]
