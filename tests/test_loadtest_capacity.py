@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from loadtest.cli.main import print_summary
+from loadtest.cli.summary import print_summary
 from loadtest.clock import DemoClock
 from loadtest.hpa.record import SyncRecord
 from loadtest.loadgen.profile import parse_profile
@@ -160,7 +160,7 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
 def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compare-capacity``'s console output comes from the comparison's own rows and figures."""
     import loadtest.scenarios.compare
-    from loadtest.cli.main import _compare_capacity
+    from loadtest.cli.demo import _compare_capacity
 
     costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
     times = {"none": 1200.0, "static": 150.0, "auto": 400.0}
