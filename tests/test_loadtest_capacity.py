@@ -29,7 +29,8 @@ from loadtest.nodes.cluster import PodSpan
 from loadtest.nodes.layer import NodeLayerConfig, NodesKind
 from loadtest.scenarios.capacity_options import capacity_profile
 from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-from loadtest.scenarios.demo import DemoSettings, capacity_settings, describe_hpa
+from loadtest.scenarios.demo_settings import DemoSettings, capacity_settings
+from loadtest.scenarios.describe import describe_hpa
 from loadtest.scenarios.outputs import Outputs, RunResult
 from loadtest.standins.kube_state import OwnerSeries, replicaset_name
 

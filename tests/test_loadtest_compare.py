@@ -17,6 +17,7 @@ from rich.console import Console
 from loadtest.cli.main import main
 from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
 from loadtest.hpa.record import SyncRecord
+from loadtest.hpa.scale_on import ScaleOn
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import PhaseLatency, Summary
 from loadtest.measure.timeline import TimelineRow
@@ -29,16 +30,15 @@ from loadtest.scenarios.compare import (
     saving,
     zero_row,
 )
-from loadtest.scenarios.demo import (
+from loadtest.scenarios.demo_settings import (
     DEFAULT_SETTINGS,
     QUICK_SETTINGS,
     ZERO_QUICK_SETTINGS,
     ZERO_SETTINGS,
     DemoSettings,
-    ScaleOn,
-    describe_metrics,
     with_overrides,
 )
+from loadtest.scenarios.describe import describe_metrics
 from loadtest.scenarios.outputs import Outputs, RunResult
 
 pytestmark = pytest.mark.unit

@@ -22,7 +22,7 @@ from loadtest.nodes.layer import CAPACITY_TIME_SCALE, NodesKind
 from loadtest.scenarios.capacity_options import CAPACITY_SURGES, PLACEHOLDER_IMAGES, capacity_config, capacity_profile
 
 if TYPE_CHECKING:
-    from loadtest.scenarios.demo import DemoSettings
+    from loadtest.scenarios.demo_settings import DemoSettings
     from loadtest.scenarios.outputs import RunResult
 
 __all__ = ["DEMO", "demo"]
@@ -123,7 +123,7 @@ def demo(o: Options) -> None:
 
 def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
     """GPU nodes under the replicas, on the compressed clock; durations given are real-time figures."""
-    from loadtest.scenarios.demo import capacity_settings, with_overrides
+    from loadtest.scenarios.demo_settings import capacity_settings, with_overrides
 
     config = capacity_config(nodes, headroom=o.headroom, time_scale=o.time_scale, timings=o.node_timing or [],
                              nodepool=o.nodepool, node_groups=o.node_groups, placeholder_image=o.placeholder_image,
@@ -149,7 +149,7 @@ def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
 
 def _demo_of_pods(o: Options) -> None:
     """The pod-only loop (replicas start at once): the default demo, its comparison, or scale to zero."""
-    from loadtest.scenarios.demo import (
+    from loadtest.scenarios.demo_settings import (
         DEFAULT_SETTINGS,
         QUICK_SETTINGS,
         ZERO_QUICK_SETTINGS,
@@ -251,7 +251,7 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
                       csv_path: Path | None) -> None:
     from loadtest.measure.progress import Progress
     from loadtest.scenarios.compare import format_capacity_table, run_capacity_comparison
-    from loadtest.scenarios.demo import describe_hpa, describe_placeholders
+    from loadtest.scenarios.describe import describe_hpa, describe_placeholders
 
     capacity = settings.capacity
     assert capacity is not None
@@ -281,7 +281,7 @@ def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary:
                   ) -> None:
     from loadtest.measure.progress import Progress
     from loadtest.scenarios.compare import format_zero_table, run_zero_comparison, saving, zero_row
-    from loadtest.scenarios.demo import describe_hpa
+    from loadtest.scenarios.describe import describe_hpa
 
     def progress(min_replicas: int) -> Progress:
         return Progress(Console(stderr=True, highlight=False),

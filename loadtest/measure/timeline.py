@@ -1,17 +1,18 @@
-"""The per-second record of a load run; CSV output."""
+"""The per-second record of a load run, taken at the end of each second; CSV output."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from loadtest.loadgen.open_loop import SecondStats
+from loadtest.loadgen.open_loop import Recorder, SecondStats
 
-__all__ = ["LoadShape", "TimelineRow", "build_rows", "phase_of", "write_csv"]
+__all__ = ["LoadShape", "TimelineRow", "build_rows", "each_second", "phase_of", "write_csv"]
 
 
 class LoadShape(Protocol):
@@ -99,6 +100,18 @@ def write_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
         writer.writerow(names)
         for row in rows:
             writer.writerow([_csv_value(getattr(row, name)) for name in names])
+
+
+async def each_second(load: Recorder, record: Callable[[int], None]) -> None:
+    """``record(k)`` at the end of each second ``k`` of ``load``, counted from its start (from now, while it has not
+    started)."""
+    loop = asyncio.get_running_loop()
+    k = 0
+    while True:
+        k += 1
+        start = load.started_at if load.started_at is not None else loop.time()
+        await asyncio.sleep(max(start + k - loop.time(), 0.0))
+        record(k - 1)
 
 
 def phase_of(profile: LoadShape, second: int) -> str:

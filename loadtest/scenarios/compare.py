@@ -16,19 +16,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from loadtest.hpa.scale_on import ScaleOn
 from loadtest.measure.plot import plot_comparison
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import Summary
 from loadtest.measure.time_to_capacity import PHASES
 from loadtest.scenarios.capacity_options import AUTO_MIN
-from loadtest.scenarios.demo import (
-    DemoSettings,
-    ScaleOn,
-    describe_gateway_hpa,
-    describe_metrics,
-    describe_placeholders,
-    run_demo,
-)
+from loadtest.scenarios.demo import run_demo
+from loadtest.scenarios.demo_settings import DemoSettings
+from loadtest.scenarios.describe import describe_gateway_hpa, describe_metrics, describe_placeholders
 from loadtest.scenarios.outputs import Outputs, RunResult
 from loadtest.standins.statefiles import atomic_write_json
 

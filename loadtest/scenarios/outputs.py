@@ -4,7 +4,8 @@ the run ended)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from loadtest.measure.summary import Summary
 from loadtest.measure.timeline import TimelineRow, write_csv
 from loadtest.standins.statefiles import atomic_write_json
 
-__all__ = ["Outputs", "RunResult", "write_outputs"]
+__all__ = ["Outputs", "RunResult", "cancelled", "write_outputs"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,16 @@ def write_outputs(outputs: Outputs, summary: Summary, rows: Sequence[TimelineRow
         draw(outputs.plot)
     if outputs.summary is not None:
         atomic_write_json(outputs.summary, summary.to_json())
+
+
+async def cancelled(run: Awaitable[None]) -> bool:
+    """Await ``run``; whether a cancellation (Ctrl-C, SIGTERM) ended it early. The cancellation is taken back, so the
+    caller goes on to clean up and report what the run has (an interrupted run's partial summary)."""
+    try:
+        await run
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return True
+    return False

@@ -19,8 +19,8 @@ from loadtest.loadgen.taurus.plan import TaurusPlan
 from loadtest.measure.progress import Progress, Snapshot
 from loadtest.measure.range_data import per_second
 from loadtest.measure.summary import summarize
-from loadtest.measure.timeline import LoadShape, build_rows, phase_of
-from loadtest.scenarios.outputs import Outputs, RunResult, write_outputs
+from loadtest.measure.timeline import LoadShape, build_rows, each_second, phase_of
+from loadtest.scenarios.outputs import Outputs, RunResult, cancelled, write_outputs
 
 __all__ = ["CLOSED_LOOP", "LoadRun", "RunOptions", "TaurusOptions", "run_load",
            "run_taurus"]
@@ -125,21 +125,12 @@ class LoadRun:
             desired=hpa.desired_replicas if hpa else None, users=users,
             target_users=self.options.plan.users_at(second + 0.5) if isinstance(self.options, TaurusOptions) else None))
 
-    async def _sample(self) -> None:
-        loop = asyncio.get_running_loop()
-        k = 0
-        while True:
-            k += 1
-            start = self.loadgen.started_at if self.loadgen.started_at is not None else loop.time()
-            await asyncio.sleep(max(start + k - loop.time(), 0.0))
-            self._record(k - 1)
-
     async def drive(self) -> None:
         if self.watcher is not None:
             await self._poll()  # the state before the load
         self.wall_start = time.time()
         load = asyncio.create_task(self.loadgen.run())
-        workers = [asyncio.create_task(self._sample())]
+        workers = [asyncio.create_task(each_second(self.loadgen, self._record))]
         if self.watcher is not None:
             workers.append(asyncio.create_task(self._watch()))
         try:
@@ -196,15 +187,9 @@ async def run_taurus(options: TaurusOptions, watcher: ClusterWatcher | None, out
 async def _report(run: LoadRun, outputs: Outputs, *, title: str, load_step_at: float | None,
                   load_drop_at: float | None, extra: dict[str, Any]) -> RunResult:
     """Drive the run, then build its timeline and summary, and write the CSV, plot and summary JSON asked for."""
-    interrupted = False
     try:
         with run.progress:
-            await run.drive()
-    except asyncio.CancelledError:
-        interrupted = True
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
+            interrupted = await cancelled(run.drive())
     finally:
         if run.watcher is not None:
             run.watcher.close()
