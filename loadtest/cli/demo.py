@@ -18,8 +18,14 @@ from loadtest.clock import REAL_TIME
 from loadtest.hpa.scale_on import PODS_CHOICES, ScaleOn
 from loadtest.loadgen.open_loop import Arrivals
 from loadtest.loadgen.profile import parse_duration, parse_profile
-from loadtest.nodes.layer import CAPACITY_TIME_SCALE, NodesKind
-from loadtest.scenarios.capacity_options import CAPACITY_SURGES, PLACEHOLDER_IMAGES, capacity_config, capacity_profile
+from loadtest.nodes.layer import NodesKind
+from loadtest.scenarios.capacity_options import (
+    CAPACITY_SURGES,
+    CAPACITY_TIME_SCALE,
+    PLACEHOLDER_IMAGES,
+    capacity_config,
+    capacity_profile,
+)
 
 if TYPE_CHECKING:
     from loadtest.scenarios.demo_settings import DemoSettings

@@ -36,12 +36,10 @@ from loadtest.nodes import (
 from loadtest.nodes.cluster import PodSpan
 from loadtest.standins.deployment import PENDING, RUNNING, PodState
 
-__all__ = ["CAPACITY_TIME_SCALE", "PAUSE_IMAGE", "PLACEHOLDER_PRIORITY", "WORKLOAD_IMAGE", "NodeLayer",
+__all__ = ["PAUSE_IMAGE", "PLACEHOLDER_PRIORITY", "WORKLOAD_IMAGE", "NodeLayer",
            "NodeLayerConfig", "NodesKind", "PlaceholderDeployment", "owners"]
 
 WORKLOAD_IMAGE = "inference"
-CAPACITY_TIME_SCALE = 20.0
-"""The demo's default time scale with GPU nodes: a real 15 s HPA sync is 0.75 s, a 3-minute node 9 s."""
 PAUSE_IMAGE = "pause"
 PLACEHOLDER_PRIORITY = -10
 

@@ -13,10 +13,23 @@ from loadtest.nodes import InstanceTypeError, NodeTimings, ShapeError, load_node
 from loadtest.nodes.layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
 from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL
 
-__all__ = ["AUTO_MAX", "AUTO_MIN", "CAPACITY_QUICK_PROFILE", "CAPACITY_SURGES", "HEADROOM_SIGNALS",
-           "PLACEHOLDER_IMAGES", "CapacityOptionError", "capacity_config", "capacity_profile", "parse_headroom",
-           "parse_timings"]
+__all__ = [
+    "AUTO_MAX",
+    "AUTO_MIN",
+    "CAPACITY_QUICK_PROFILE",
+    "CAPACITY_SURGES",
+    "CAPACITY_TIME_SCALE",
+    "HEADROOM_SIGNALS",
+    "PLACEHOLDER_IMAGES",
+    "CapacityOptionError",
+    "capacity_config",
+    "capacity_profile",
+    "parse_headroom",
+    "parse_timings",
+]
 
+CAPACITY_TIME_SCALE = 20.0
+"""The demo's default time scale with GPU nodes: a real 15 s HPA sync is 0.75 s, a 3-minute node 9 s."""
 PLACEHOLDER_IMAGES = {"pause": PAUSE_IMAGE, "workload": WORKLOAD_IMAGE}
 HEADROOM_SIGNALS = ("requests", "queue")
 
