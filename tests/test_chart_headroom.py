@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.rules import load_rules
-from adapter.rules.capacity import capacity_yaml
+from adapter.presets.capacity import capacity_yaml
+from adapter.rulesfile.loader import load_rules
 from clikit.quantity import parse_quantity
 from tests import test_chart_first_install as first_install
 from tests.support.fake_kube import FakeKube

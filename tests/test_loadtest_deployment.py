@@ -20,8 +20,8 @@ from adapter.rules import normalise_resource
 from adapter.rules.selectors import parse_selector
 from clikit.fake_gpus import fake_gpu_uuid
 from exporter.backends.fake import parse_state
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.client import list_allocations
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.client import list_allocations
 from loadtest.hpa import PodPhase
 from loadtest.standins.deployment import DeploymentConfig, LocalDeployment
 from loadtest.standins.kubelet import PodResourcesServer

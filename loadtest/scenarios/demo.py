@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from adapter.rules.capacity import RATE_WINDOW, STEP, WINDOW, capacity_yaml
-from adapter.rules.inference import recording_rules
+from adapter.presets.capacity import RATE_WINDOW, STEP, WINDOW, capacity_yaml
+from adapter.presets.inference import recording_rules
 from clikit.durations import parse_prometheus_duration
 from loadtest.hpa import (
     Autoscaler,

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from adapter.rules.capacity import GROWTH_METRIC, REQUEST_GROWTH_METRIC
+from adapter.presets.capacity import GROWTH_METRIC, REQUEST_GROWTH_METRIC
 from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.hpa import (
     DEFAULT_DOWNSCALE_STABILIZATION_SECONDS,

@@ -4,7 +4,7 @@ placeholders.yaml, hpa.yaml, the adapter's rules (the capacity-headroom preset) 
 */}}
 
 {{/*
-The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/rules/capacity.py): signal requests,
+The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/presets/capacity.py): signal requests,
 the arrival rate's growth (requests/s per second); signal queue, what waits growing (requests/s).
 */}}
 {{- define "gpu-autoscaler.headroom.metric" -}}

@@ -1,4 +1,4 @@
-"""``gpu-exporter``: dcgm-exporter's flags and environment variables (``exporter/dcgm_flags.py``), plus ours."""
+"""``gpu-exporter``: dcgm-exporter's flags and environment variables (``exporter/cli/flags.py``), plus ours."""
 
 from __future__ import annotations
 
@@ -12,27 +12,30 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 import clikit
 from clikit.durations import DurationError
 from clikit.durations import parse_go_duration as parse_duration
-from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import Counter, CountersError, parse_counters
-from exporter.counters_source import CountersReloader, CountersSource
-from exporter.dcgm_config_file import ConfigFile, ConfigFileError, load_config_file
-from exporter.dcgm_flags import FlagError, Parsed, parse, usage
-from exporter.kube_client import KubeClientError
-from exporter.kube_features import KubeAccess, counters_source, pod_metadata
-from exporter.pod_directory import KubeletLogDirectory, PodDirectory
-from exporter.pod_metadata_labels import PodLabelPolicy, compile_allowlist, split_patterns
-from exporter.process_attribution import ProcessAttribution
-from exporter.procfs import ProcFs
-from exporter.server import AddressError, MetricsServer, Serving
-from exporter.startup import StartupError, open_backend
-from exporter.web_config import WebConfigError, WebGuard
+from exporter.cli.config_file import ConfigFile, ConfigFileError, load_config_file
+from exporter.cli.flags import FlagError, Parsed, parse, usage
+from exporter.cli.kube_features import KubeAccess, counters_source, pod_metadata
+from exporter.cli.startup import StartupError, open_backend
+from exporter.fields.counters import Counter, CountersError, parse_counters
+from exporter.pods.directory import KubeletLogDirectory, PodDirectory
+from exporter.pods.kube_client import KubeClientError
+from exporter.pods.metadata_labels import PodLabelPolicy, compile_allowlist, split_patterns
+from exporter.pods.process_attribution import ProcessAttribution
+from exporter.pods.procfs import ProcFs
+from exporter.serving.collector import Collector, CollectorOptions, PodAttribution
+from exporter.serving.counters_source import CountersReloader, CountersSource
+from exporter.serving.server import AddressError, MetricsServer, Serving
+from exporter.serving.web_config import WebConfigError, WebGuard
+
+if TYPE_CHECKING:
+    from exporter.pods.podresources.client import PodResourcesWatcher
 
 log = logging.getLogger("exporter")
 
@@ -41,7 +44,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None)
 SIGNAL_POLL_S = 0.5  # the longest a SIGTERM taken by another thread waits for the main thread
 
 
-# Flags are read by dcgm_flags (Go's flag syntax, from one table), so click passes the command line through.
+# Flags are read by exporter.cli.flags (Go's flag syntax, from one table), so click passes the command line through.
 @app.command(context_settings={"help_option_names": [], "ignore_unknown_options": True,
                                "allow_extra_args": True, "allow_interspersed_args": False})
 def serve(ctx: typer.Context) -> None:
@@ -69,58 +72,19 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
         return
     s = parsed.settings
     setup_logging(s.log_format, s.debug)
-    for flag, how in parsed.ignored():
-        log.warning("%s is accepted and ignored: %s", how, flag.note.replace("`", ""))
-    if parsed.positional:
-        log.warning("ignoring arguments that are not flags: %s", " ".join(parsed.positional))
-    if config is not None and config.watch_groups:
-        log.warning("%s: watch groups %s are accepted; every field is collected every %d ms here",
-                    s.config_file, ", ".join(config.watch_groups), s.collect_interval)
+    _warn_accepted(parsed, config)
     check_settings(s)
     kube = KubeAccess(s.kubeconfig or None)
     source, counters = _counters(parsed, config, kube)
     serving = _serving(s)
     gpu_backend = open_backend(s.backend, s.fake_gpu_count, s.fake_state or None, s.fake_seed,
                                s.collect_interval / 1000.0, accept_fake_gpus=s.fake_gpus)
-    pods = None
-    watcher = None
-    if s.kubernetes:
-        from exporter.podresources.client import PodResourcesWatcher
-
-        directory = pod_directory(s.pod_identity_source, s.kubelet_logs_dir, kube)
-        watcher = PodResourcesWatcher(s.pod_resources_kubelet_socket, s.pod_resources_refresh_interval / 1000.0)
-        watcher.refresh_once()
-        watcher.start()
-        processes = ProcessAttribution(ProcFs(s.proc_root), directory)
-        policy = PodLabelPolicy(s.kubernetes_enable_pod_labels, s.kubernetes_enable_pod_uid,
-                                compile_allowlist(split_patterns(list(s.kubernetes_pod_label_allowlist_regex))))
-        pods = PodAttribution(watcher.snapshot, s.kubernetes_gpu_id_type, frozenset(s.nvidia_resource_names),
-                              processes, pod_metadata(policy, kube, environ.get("NODE_NAME")))
-    elif s.kubernetes_enable_pod_labels or s.kubernetes_enable_pod_uid:
-        log.warning("--kubernetes-enable-pod-labels and --kubernetes-enable-pod-uid have no effect without -k")
-    options = CollectorOptions(
-        interval_s=s.collect_interval / 1000.0,
-        device_mode=s.devices,
-        hostname_label=None if s.no_hostname else s.hostname_label,
-        hostname=environ.get("NODE_NAME") or socket.gethostname(),
-        replace_blanks_in_model_name=s.replace_blanks_in_model_name,
-        pods=pods,
-        old_namespace=s.use_old_namespace,
-        max_value_age_s=s.max_value_age / 1000.0 if s.max_value_age else None,
-        xid_count_window_ms=s.xid_count_window_size,
-        clock_events_count_window_ms=s.clock_events_count_window_size,
-    )
+    watcher, pods = _pod_attribution(s, kube, environ)
+    collector = Collector(gpu_backend, counters, _collector_options(s, pods, environ))
     # From the moment a client can connect, SIGTERM (the kubelet's) means a clean shutdown: handled before listening,
     # or one arriving between listening and the wait below would end the process at once, its log unwritten.
     stop = _stop_on_signal()
-    try:
-        server = MetricsServer(s.address, lambda: collector.snapshot, lambda: collector.health(),
-                               lambda: setattr(collector, "gzip_wanted", True), serving)
-    except AddressError as exc:
-        raise StartupError(str(exc)) from None
-    except OSError as exc:
-        raise StartupError(f"cannot listen on {s.address}: {exc.strerror or exc}") from None
-    collector = Collector(gpu_backend, counters, options)
+    server = _listen(s.address, collector, serving)
     reloader = None
     if source is not None and source.path is not None:
         reloader = CountersReloader(source, collector.replace_counters, counters)
@@ -148,6 +112,65 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     gpu_backend.close()
 
 
+def _warn_accepted(parsed: Parsed, config: ConfigFile | None) -> None:
+    """One warning line for each setting that is accepted but changes nothing here."""
+    s = parsed.settings
+    for flag, how in parsed.ignored():
+        log.warning("%s is accepted and ignored: %s", how, flag.note.replace("`", ""))
+    if parsed.positional:
+        log.warning("ignoring arguments that are not flags: %s", " ".join(parsed.positional))
+    if config is not None and config.watch_groups:
+        log.warning("%s: watch groups %s are accepted; every field is collected every %d ms here",
+                    s.config_file, ", ".join(config.watch_groups), s.collect_interval)
+    if not s.kubernetes and (s.kubernetes_enable_pod_labels or s.kubernetes_enable_pod_uid):
+        log.warning("--kubernetes-enable-pod-labels and --kubernetes-enable-pod-uid have no effect without -k")
+
+
+def _pod_attribution(s: Any, kube: KubeAccess,
+                     environ: Mapping[str, str]) -> tuple[PodResourcesWatcher | None, PodAttribution | None]:
+    """With ``-k``: the PodResources watcher (started) and what the collector labels GPUs with; else None, None."""
+    if not s.kubernetes:
+        return None, None
+    from exporter.pods.podresources.client import PodResourcesWatcher
+
+    directory = pod_directory(s.pod_identity_source, s.kubelet_logs_dir, kube)
+    watcher = PodResourcesWatcher(s.pod_resources_kubelet_socket, s.pod_resources_refresh_interval / 1000.0)
+    watcher.refresh_once()
+    watcher.start()
+    processes = ProcessAttribution(ProcFs(s.proc_root), directory)
+    policy = PodLabelPolicy(s.kubernetes_enable_pod_labels, s.kubernetes_enable_pod_uid,
+                            compile_allowlist(split_patterns(list(s.kubernetes_pod_label_allowlist_regex))))
+    return watcher, PodAttribution(watcher.snapshot, s.kubernetes_gpu_id_type, frozenset(s.nvidia_resource_names),
+                                   processes, pod_metadata(policy, kube, environ.get("NODE_NAME")))
+
+
+def _collector_options(s: Any, pods: PodAttribution | None, environ: Mapping[str, str]) -> CollectorOptions:
+    return CollectorOptions(
+        interval_s=s.collect_interval / 1000.0,
+        device_mode=s.devices,
+        hostname_label=None if s.no_hostname else s.hostname_label,
+        hostname=environ.get("NODE_NAME") or socket.gethostname(),
+        replace_blanks_in_model_name=s.replace_blanks_in_model_name,
+        pods=pods,
+        old_namespace=s.use_old_namespace,
+        max_value_age_s=s.max_value_age / 1000.0 if s.max_value_age else None,
+        xid_count_window_ms=s.xid_count_window_size,
+        clock_events_count_window_ms=s.clock_events_count_window_size,
+    )
+
+
+def _listen(address: str, collector: Collector, serving: Serving) -> MetricsServer:
+    """The server, listening on ``address`` (serving starts with ``start()``); a bad or busy address is a startup
+    error."""
+    try:
+        return MetricsServer(address, lambda: collector.snapshot, collector.health,
+                             lambda: setattr(collector, "gzip_wanted", True), serving)
+    except AddressError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"cannot listen on {address}: {exc.strerror or exc}") from None
+
+
 def check_settings(s: Any) -> None:
     """Values the table's kinds and choices cannot check, each refused with the flag's name."""
     if s.devices not in ("f", "g", "i", "g+i"):
@@ -157,7 +180,7 @@ def check_settings(s: Any) -> None:
         if not (sep and namespace and name):
             raise StartupError(f"--configmap-data {s.configmap_data!r}: expected <namespace>:<name> or none")
     # An allowlist pattern that does not compile is warned about and skipped, as dcgm-exporter does
-    # (pod_metadata_labels.compile_allowlist).
+    # (exporter.pods.metadata_labels.compile_allowlist).
     if s.max_value_age and s.max_value_age < 2 * s.collect_interval:
         raise StartupError(f"--max-value-age {s.max_value_age}: must be at least twice --collect-interval "
                            f"({s.collect_interval} ms), or values would vanish between collections")
@@ -227,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every usage or configuration error is one line on stderr, never a traceback."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["doctor"]:  # a subcommand beside the flag-only serve command dcgm-exporter users run
-        from exporter.doctor import app as doctor_app
+        from exporter.cli.doctor import app as doctor_app
 
         clikit.run(doctor_app, "gpu-exporter doctor", args[1:], (StartupError, CountersError))
         return

@@ -49,14 +49,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from adapter.rules.config import RulesConfig, parse_document
-from adapter.rules.gateway import GATEWAY_METRICS, IN_NAMESPACE, NAMESPACE_ONLY, preset_rule
-from adapter.rules.inference import (
+from adapter.presets.gateway import GATEWAY_METRICS, IN_NAMESPACE, NAMESPACE_ONLY, preset_rule
+from adapter.presets.inference import (
     DEPLOYMENT_MATCHERS,
     DEPLOYMENT_RESOURCES,
     POD_DEPLOYMENT_RULE,
     RATE_WINDOW,
 )
+from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 from clikit.durations import parse_prometheus_duration
 

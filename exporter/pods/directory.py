@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from exporter.pod_mapping import PodRef
+from exporter.pods.mapping import PodRef
 
 log = logging.getLogger("exporter.pod_directory")
 

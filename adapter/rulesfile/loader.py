@@ -8,12 +8,12 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from adapter.rules.capacity import CAPACITY_PRESET, capacity_preset
+from adapter.presets.capacity import CAPACITY_PRESET, capacity_preset
+from adapter.presets.gateway import GATEWAY_PRESET, gateway_preset
+from adapter.presets.gpu import GPU_PRESETS, gpu_presets
+from adapter.presets.inference import INFERENCE_PRESETS, inference_preset
 from adapter.rules.config import DiscoveryRule, RulesConfig, parse_document
 from adapter.rules.errors import RulesError
-from adapter.rules.gateway import GATEWAY_PRESET, gateway_preset
-from adapter.rules.inference import INFERENCE_PRESETS, inference_preset
-from adapter.rules.presets import GPU_PRESETS, gpu_presets
 from adapter.rules.resources import BUILTIN, ResourceTable
 
 INCLUDES: Mapping[str, Callable[[ResourceTable], RulesConfig]] = {

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import grpc
 
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.v1 import api_pb2, api_pb2_grpc
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.v1 import api_pb2, api_pb2_grpc
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 _MAX_MESSAGE_BYTES = 16 * 1024 * 1024

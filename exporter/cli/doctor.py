@@ -1,8 +1,8 @@
 """``gpu-exporter doctor``: on a GPU node, our values next to ``nvidia-smi --query-gpu``'s.
 
-The values are the exporter's own: a :class:`~exporter.collector.Collector` over the same backend renders the
+The values are the exporter's own: a :class:`~exporter.serving.collector.Collector` over the same backend renders the
 same ``/metrics`` text the exporter serves, and that text is what is compared (field table and conversions
-included). The pairing and tolerances live in :mod:`exporter.smi_compare`. Exit status: 0 all agree, 1 some
+included). The pairing and tolerances live in :mod:`exporter.cli.smi_compare`. Exit status: 0 all agree, 1 some
 field or GPU disagrees, 2 the check could not run (no nvidia-smi, backend down).
 """
 
@@ -22,11 +22,11 @@ from typing import Annotated, Any
 import typer
 
 from exporter.backends.base import Backend
-from exporter.collector import Collector, CollectorOptions
-from exporter.counters import Counter
-from exporter.fields import FIELDS
-from exporter.smi_compare import IDENTITY, PAIRS, Pair, Status, Verdict, judge, ours_of, parse_rows
-from exporter.startup import StartupError, open_backend
+from exporter.cli.smi_compare import IDENTITY, PAIRS, Pair, Status, Verdict, judge, ours_of, parse_rows
+from exporter.cli.startup import StartupError, open_backend
+from exporter.fields.counters import Counter
+from exporter.fields.table import FIELDS
+from exporter.serving.collector import Collector, CollectorOptions
 
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _IDENTITY_LABELS = ("modelName", "pci_bus_id")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from enum import Enum
 
-from exporter.cgroups import CgroupPod, parse_cgroup_file
+from exporter.pods.cgroups import CgroupPod, parse_cgroup_file
 
 INIT_PID_NAMESPACE = "pid:[4026531836]"
 """``readlink /proc/self/ns/pid`` in the host's initial PID namespace (the kernel's fixed PROC_PID_INIT_INO)."""

@@ -4,7 +4,7 @@
 assignment), so a scrape never waits for NVML and never sees a half-written collection. Values never freeze:
 a scrape leaves out every GPU whose values are older than ``max_value_age_s`` (the check runs at scrape time, so
 it holds even while the sampling thread is stuck), and a GPU whose NVML call hangs is left behind by a fresh
-sampling thread (see :mod:`exporter.hangwatch`) so the other GPUs stay fresh.
+sampling thread (see :mod:`exporter.serving.hangwatch`) so the other GPUs stay fresh.
 """
 
 from __future__ import annotations
@@ -26,20 +26,20 @@ from exporter.backends.base import (
     FieldNotSupported,
     FieldUnavailable,
 )
-from exporter.counters import Counter
-from exporter.entities import GpuEntity
-from exporter.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
 from exporter.exposition import Family, Labels, labels_of, render
-from exporter.field_catalogue import CLOCK_EVENTS_COUNT, XID_ERRORS_COUNT
-from exporter.fields import FIELDS_BY_NAME
-from exporter.hangwatch import HangWatch, WatchedBackend, WorkerAbandoned
-from exporter.pod_mapping import EntityKey, PodRef, build_pod_index, build_share_index, pod_labels_for
-from exporter.process_attribution import ProcessAttribution, SharedGpuResult, self_metric_families
-from exporter.snapshot import Snapshot
-from exporter.xid import xid_message
+from exporter.fields.catalogue import CLOCK_EVENTS_COUNT, XID_ERRORS_COUNT
+from exporter.fields.counters import Counter
+from exporter.fields.entities import GpuEntity
+from exporter.fields.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
+from exporter.fields.table import FIELDS_BY_NAME
+from exporter.fields.xid import xid_message
+from exporter.pods.mapping import EntityKey, PodRef, build_pod_index, build_share_index, pod_labels_for
+from exporter.pods.process_attribution import ProcessAttribution, SharedGpuResult, self_metric_families
+from exporter.serving.hangwatch import HangWatch, WatchedBackend, WorkerAbandoned
+from exporter.serving.snapshot import Snapshot
 
 if TYPE_CHECKING:  # grpc adds megabytes of RSS; only Kubernetes mode loads it
-    from exporter.podresources.client import PodResourcesStatus
+    from exporter.pods.podresources.client import PodResourcesStatus
 
 log = logging.getLogger("exporter.collector")
 
@@ -60,7 +60,7 @@ class PodAttribution:
     id_type: Literal["uid", "device-name"] = "uid"
     extra_resource_names: frozenset[str] = frozenset()
     processes: ProcessAttribution | None = None
-    # extra labels of a container's pod (pod labels, pod_uid) from the Kubernetes API; see exporter.pod_metadata_labels
+    # extra labels of a container's pod (pod labels, pod_uid) from the Kubernetes API; see exporter.pods.metadata_labels
     metadata: Callable[[PodRef], dict[str, str]] | None = None
 
 
@@ -336,7 +336,7 @@ class Collector:
 
     def _windowed_families(self, entities: list[GpuEntity], pods: dict[EntityKey, dict[str, str]],
                            healthy: dict[int, bool]) -> list[Family]:
-        """DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (see exporter.event_windows)."""
+        """DCGM_EXP_XID_ERRORS_COUNT and DCGM_EXP_CLOCK_EVENTS_COUNT (see exporter.fields.event_windows)."""
         now = self._clock()
         families = []
         events = self.backend.xid_events()  # drained every time, so the backend never hoards them

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapter.background import BackgroundTask, every
-from adapter.rules import RulesConfig, RulesError, gpu_presets, parse_rules
+from adapter.presets.gpu import gpu_presets
+from adapter.rules import RulesConfig, RulesError
 from adapter.rules.resources import BUILTIN, ResourceTable
+from adapter.rulesfile.loader import parse_rules
 
 log = logging.getLogger("adapter.rules")
 

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from exporter import field_catalogue
-from exporter.fields import Field
+from exporter.fields import catalogue
+from exporter.fields.table import Field
 
 log = logging.getLogger("exporter.counters")
 
 DEFAULT_COUNTERS_NAME = "default-counters.csv"
 _TYPES = ("gauge", "counter", "label")
-_WINDOWED = (field_catalogue.XID_ERRORS_COUNT, field_catalogue.CLOCK_EVENTS_COUNT)
+_WINDOWED = (catalogue.XID_ERRORS_COUNT, catalogue.CLOCK_EVENTS_COUNT)
 
 
 class CountersError(ValueError):
@@ -82,18 +82,18 @@ def parse_counters(text: str, source: str) -> tuple[Counter, ...]:
 def _counter(name: str, kind: str, help_text: str, where: str, raw_type: str) -> Counter:
     if kind not in _TYPES:
         raise CountersError(f"{where}: field {name}: unknown type {raw_type!r} (expected gauge, counter or label)")
-    if name in field_catalogue.EXPORTER_COUNTERS:
+    if name in catalogue.EXPORTER_COUNTERS:
         if kind == "label":
             raise CountersError(f"{where}: field {name}: type 'label' not possible, {name} is a metric")
         if name in _WINDOWED:
             return Counter(name, kind, help_text)
-        return Counter(name, kind, help_text, unsupported=field_catalogue.unsupported_reason(name))
-    dcgm = field_catalogue.lookup(name)
+        return Counter(name, kind, help_text, unsupported=catalogue.unsupported_reason(name))
+    dcgm = catalogue.lookup(name)
     if dcgm is None:
         raise CountersError(f"{where}: unknown field {name!r} (not a DCGM field nor a dcgm-exporter counter)")
-    field = field_catalogue.implementation(dcgm)
+    field = catalogue.implementation(dcgm)
     if field is None:
-        return Counter(name, kind, help_text, unsupported=field_catalogue.unsupported_reason(name))
+        return Counter(name, kind, help_text, unsupported=catalogue.unsupported_reason(name))
     if (kind == "label") != field.is_label:
         expected = "label" if field.is_label else "gauge or counter"
         raise CountersError(f"{where}: field {name}: type {kind!r} not possible, {name} is a {expected} field")
@@ -103,7 +103,7 @@ def _counter(name: str, kind: str, help_text: str, where: str, raw_type: str) ->
 def load_counters(path: str | None) -> tuple[Counter, ...]:
     """The counters in ``path``, or the built-in default set when ``path`` is None."""
     if path is None:
-        text = resources.files("exporter").joinpath(DEFAULT_COUNTERS_NAME).read_text(encoding="utf-8")
+        text = resources.files("exporter.fields").joinpath(DEFAULT_COUNTERS_NAME).read_text(encoding="utf-8")
         return parse_counters(text, f"<built-in {DEFAULT_COUNTERS_NAME}>")
     try:
         text = Path(path).read_text(encoding="utf-8")

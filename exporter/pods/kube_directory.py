@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from exporter.pod_directory import PodName
-from exporter.pod_mapping import PodRef
+from exporter.pods.directory import PodName
+from exporter.pods.mapping import PodRef
 
 log = logging.getLogger("exporter.kube_pod_directory")
 

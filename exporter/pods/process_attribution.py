@@ -1,7 +1,7 @@
 """Per-pod values for shared GPUs, once per collection: driver processes -> cgroups -> pods -> families.
 
 PID -> pod UID and container ID come from ``<proc root>/<pid>/cgroup``; UID/container ID -> names from a
-:class:`~exporter.pod_directory.PodDirectory`; which containers hold a share of which GPU from PodResources.
+:class:`~exporter.pods.directory.PodDirectory`; which containers hold a share of which GPU from PodResources.
 The driver reports PIDs in the exporter's PID namespace and hides processes it cannot see there, so all of this
 needs the host's PID namespace (``hostPID: true``); without it the shared GPUs keep only their device-level
 series and ``gpu_exporter_process_attribution_up`` is 0.
@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from exporter.backends.base import Backend, BackendUnavailable, DeviceLost, FieldNotSupported, FieldUnavailable
-from exporter.entities import GpuEntity
 from exporter.exposition import Family, Labels, labels_of
-from exporter.pod_directory import PodDirectory
-from exporter.pod_mapping import EntityKey, PodRef
-from exporter.procfs import NoPod, ProcFs, Visibility
-from exporter.shared_gpu import EntityShares, Owner, Unplaced, attribute, share_families
+from exporter.fields.entities import GpuEntity
+from exporter.pods.directory import PodDirectory
+from exporter.pods.mapping import EntityKey, PodRef
+from exporter.pods.procfs import NoPod, ProcFs, Visibility
+from exporter.pods.shared_gpu import EntityShares, Owner, Unplaced, attribute, share_families
 
 log = logging.getLogger("exporter.process_attribution")
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.counters import Counter, CountersError, load_counters, parse_counters
 from exporter.exposition import Family
+from exporter.fields.counters import Counter, CountersError, load_counters, parse_counters
 
 log = logging.getLogger("exporter.counters")
 

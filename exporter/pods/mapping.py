@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from exporter.entities import GpuEntity
+from exporter.fields.entities import GpuEntity
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"

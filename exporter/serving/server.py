@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from exporter.collector import Snapshot
 from exporter.exposition import CONTENT_TYPE
-from exporter.web_config import WebGuard
+from exporter.serving.collector import Snapshot
+from exporter.serving.web_config import WebGuard
 
 log = logging.getLogger("exporter.server")
 

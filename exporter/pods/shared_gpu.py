@@ -17,8 +17,8 @@ from enum import Enum
 
 from exporter.backends.base import GpuProcess, ProcessReport
 from exporter.exposition import Family, Labels
-from exporter.pod_directory import PodName
-from exporter.pod_mapping import PodRef
+from exporter.pods.directory import PodName
+from exporter.pods.mapping import PodRef
 
 SM_UTILIZATION = "gpu_pod_sm_utilization_ratio"
 FRAMEBUFFER_USED = "gpu_pod_framebuffer_used_bytes"

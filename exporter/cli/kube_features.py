@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.counters_source import CountersSource, api_configmap_fetcher, parse_configmap_ref
-from exporter.kube_client import KubeClientError, api_client
-from exporter.kube_pod_directory import KubernetesApiDirectory
-from exporter.pod_mapping import PodRef
-from exporter.pod_metadata_labels import PodLabelPolicy
+from exporter.pods.kube_client import KubeClientError, api_client
+from exporter.pods.kube_directory import KubernetesApiDirectory
+from exporter.pods.mapping import PodRef
+from exporter.pods.metadata_labels import PodLabelPolicy
+from exporter.serving.counters_source import CountersSource, api_configmap_fetcher, parse_configmap_ref
 
 log = logging.getLogger("exporter")
 

@@ -1,5 +1,5 @@
 """Our values next to ``nvidia-smi --query-gpu``'s: which DCGM field is which query property, how far apart two
-readings may be, and the verdict for one field of one GPU. Pure: no subprocess, no NVML (see ``exporter.doctor``).
+readings may be, and the verdict for one field of one GPU. Pure: no subprocess, no NVML (see ``exporter.cli.doctor``).
 
 Values that move on their own (utilisation, power, clocks, temperatures, memory in use) are read by nvidia-smi
 twice, just before and just after our collection; ours agrees when it lies within the tolerance of the range the

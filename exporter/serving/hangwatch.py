@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from exporter.backends.base import Backend, DeviceMode, ProcessReport
-from exporter.entities import GpuEntity
-from exporter.fields import Field, Value
+from exporter.fields.entities import GpuEntity
+from exporter.fields.table import Field, Value
 
 T = TypeVar("T")
 

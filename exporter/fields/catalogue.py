@@ -3,7 +3,7 @@ nothing; and, for a DCGM field this exporter does not produce, why not.
 
 dcgm-exporter accepts a name when go-dcgm knows it (the header's current names, its deprecated aliases and the
 1.x lowercase names) or when it is one of its ``DCGM_EXP_*`` counters; anything else stops it. The names and ids
-come from ``exporter.dcgm_catalogue`` (generated from DCGM's headers by ``scripts/gen-dcgm-fields.py``).
+come from ``exporter.fields.dcgm_catalogue`` (generated from DCGM's headers by ``scripts/gen-dcgm-fields.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exporter import dcgm_catalogue
-from exporter.fields import FIELDS, Field
+from exporter.fields import dcgm_catalogue
+from exporter.fields.table import FIELDS, Field
 
 XID_ERRORS_COUNT = "DCGM_EXP_XID_ERRORS_COUNT"
 CLOCK_EVENTS_COUNT = "DCGM_EXP_CLOCK_EVENTS_COUNT"
