@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtest.cli import main
+from loadtest.cli.main import main
 from loadtest.loadgen.taurus.merge import merge_documents, replace_tabs
 from loadtest.loadgen.taurus.plan import TaurusFileError, load_plan
 
