@@ -73,6 +73,7 @@ bench: install tools
 	$(PY) bench/discovery.py
 	$(PY) bench/keda_scaler.py
 	$(PY) bench/lifecycle.py
+	$(PY) bench/kube_exec_plugin.py
 	$(PY) bench/e2e_reaction.py --runs 4
 
 # The container image, built here with buildah (chroot isolation) from a Debian bookworm base made with

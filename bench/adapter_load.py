@@ -881,7 +881,7 @@ async def podmetrics_bench(args: argparse.Namespace, prom: PrometheusServer, ada
 
 
 def podmetrics_main(args: argparse.Namespace) -> int:
-    from adapter.rules import parse_rules
+    from adapter.rulesfile.loader import parse_rules
 
     header = [machine_line(), f"podmetrics: {args.podmetrics_pods} pods x 2 containers, clients "
               f"{[*args.latency_clients, args.clients]}, window {args.latency_s:g}s, warmup {args.warmup_s:g}s; "

@@ -103,7 +103,7 @@ async def measure(args: argparse.Namespace, prom_url: str, objects_file: Path) -
     from adapter.prometheus.querycache import QueryCache
     from adapter.provider.custom import CustomMetrics
     from adapter.provider.engine import Engine
-    from adapter.rules.source import RulesSource
+    from adapter.rulesfile.source import RulesSource
     from adapter.server.app import AdapterState, create_app
 
     client = PrometheusClient(PrometheusConfig(prom_url, timeout_s=10.0))

@@ -45,7 +45,7 @@ from adapter_load import RawClient, counter  # noqa: E402
 from exporter_scrape import exit_on_sigterm, finish, machine_line, pct  # noqa: E402
 from rss import MIB, import_only_rss, kube_with_pods, mib, rss_of, warm_pod_cache  # noqa: E402
 
-from adapter.rules import gpu_presets  # noqa: E402
+from adapter.presets.gpu import gpu_presets  # noqa: E402
 from tests.support.adapter_process import AdapterProcess  # noqa: E402
 from tests.support.metrics_endpoint import MetricsEndpoint  # noqa: E402
 from tests.support.prometheus import PrometheusServer  # noqa: E402

@@ -48,7 +48,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from exporter_scrape import machine_line  # noqa: E402
 
-from adapter.rules.capacity import (  # noqa: E402
+from adapter.presets.capacity import (  # noqa: E402
     EPP_REQUESTS,
     NOISE_SIGMAS,
     POOL_SERIES,
@@ -59,7 +59,7 @@ from adapter.rules.capacity import (  # noqa: E402
     _growth,
     gateway_arrivals_query,
 )
-from adapter.rules.gateway import NAMESPACE_ONLY, preset_rule  # noqa: E402
+from adapter.presets.gateway import NAMESPACE_ONLY, preset_rule  # noqa: E402
 from clikit.durations import parse_prometheus_duration  # noqa: E402
 from loadtest.prometheus import free_port  # noqa: E402
 

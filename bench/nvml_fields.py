@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from exporter.backends.base import BackendUnavailable, DeviceLost, FieldNotSupported, FieldUnavailable  # noqa: E402
 from exporter.backends.nvml import NvmlBackend, NvmlMissing  # noqa: E402
-from exporter.entities import GpuEntity  # noqa: E402
-from exporter.fields import FIELDS  # noqa: E402
+from exporter.fields.entities import GpuEntity  # noqa: E402
+from exporter.fields.table import FIELDS  # noqa: E402
 
 _OUTCOMES = ((FieldNotSupported, "not supported"), (FieldUnavailable, "unavailable"), (DeviceLost, "device lost"),
              (BackendUnavailable, "backend down"))

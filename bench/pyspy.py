@@ -45,7 +45,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("HTTP parsing", ("uvicorn/protocols/http/", "httptools", "llhttp", "h11/")),
     ("auth and reviews", ("adapter/auth/", "cryptography/", "_rust.abi3")),
     ("PromQL client", ("adapter/prometheus/client.py", "aiohttp/", "yarl/", "multidict/", "propcache/")),
-    ("engine", ("adapter/provider/", "adapter/rules/", "adapter/kube/", "adapter/prometheus/")),
+    ("engine", ("adapter/provider/", "adapter/rules/", "adapter/rulesfile/", "adapter/presets/", "adapter/kube/",
+                "adapter/prometheus/")),
     # The server's start-up frames (adapter/cli/serve.py, adapter/server/lifecycle.py's run, uvicorn's server) are
     # at the root of every stack on the loop: naming them would put the loop's own work here.
     ("routing", ("starlette/", "fastapi/", "adapter/server/app.py", "adapter/server/routes.py",

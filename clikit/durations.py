@@ -1,4 +1,4 @@
-"""The two duration grammars the field writes, exactly as their owners parse them.
+"""The three duration grammars the field writes, exactly as their owners parse them.
 
 * Go's ``time.ParseDuration`` (src/time/format.go): what Go command lines take, so dcgm-exporter's and
   prometheus-adapter's flags, and Kubernetes' ``metav1.Duration`` (``5m0s``). An optional sign, then one or more
@@ -8,11 +8,21 @@
   Prometheus' own APIs take (``30s``, ``1h30m``, ``2w``). Whole numbers with units ``y`` (365 days), ``w``, ``d``,
   ``h``, ``m``, ``s``, ``ms``, each at most once and from the largest to the smallest; ``0`` needs no unit; no sign,
   no fraction; at most 2^63-1 nanoseconds.
+* Taurus' ``dehumanize_time`` (Blazemeter/taurus bzt/utils.py; docs: site/dat/docs/ConfigSyntax.md, "Human-Readable
+  Time Specifications"): what a Taurus file's ``hold-for``, ``ramp-up``, ``delay``, ``timeout`` and ``think-time``
+  take. Numbers (fractions too) with the units ``d``, ``h``, ``m``, ``s`` or ``ms`` in any case, one after another
+  in any order (``10m30s``, ``1s500ms``, ``1d 2h``), spaces ignored; a number without a unit is seconds, and so is
+  a YAML number (``0.75``); nothing (``None``, empty text) is 0. Stricter than Taurus in two ways, both errors rather
+  than guesses: the whole text must be such parts (Taurus' ``findall`` skips what it cannot read), and ``inf`` or a
+  sign is refused (a test cannot run for ever, nor for less than nothing).
 
-Both return seconds as a float; a text the owner refuses raises ``DurationError`` saying what was expected.
+Each returns seconds as a float; a text the owner refuses raises ``DurationError`` saying what was expected.
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 _MAX = 1 << 63  # Go's time.Duration is an int64 of nanoseconds
 
@@ -21,6 +31,11 @@ _GO_UNITS = {"ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000, "ms": 1_0
 # Prometheus' units, from the largest (position 1) to the smallest: (position, nanoseconds).
 _PROMETHEUS_UNITS = {"y": (1, 365 * 86_400 * 10**9), "w": (2, 7 * 86_400 * 10**9), "d": (3, 86_400 * 10**9),
                      "h": (4, 3_600 * 10**9), "m": (5, 60 * 10**9), "s": (6, 10**9), "ms": (7, 10**6)}
+
+
+_TAURUS_UNITS = {"ms": 0.001, "s": 1.0, "": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_TAURUS_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([a-zA-Z]*)")
+TAURUS_EXAMPLES = "e.g. 30s, 10m30s, 1h, 1s500ms or a number of seconds"
 
 
 class DurationError(ValueError):
@@ -147,3 +162,33 @@ def _prometheus_nanoseconds(text: str) -> int | None:
         if total > _MAX - 1:
             return None
     return total
+
+
+def parse_taurus_duration(value: object, where: str = "") -> float:
+    """Seconds in a Taurus duration (``10m30s``, ``1h``, ``500ms``, ``0.75``, a YAML number; ``None`` or an empty
+    text is 0, as ``dehumanize_time`` returns); ``where`` starts the error."""
+    start = f"{where} " if where else ""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise DurationError(f"{start}expected a duration ({TAURUS_EXAMPLES}), got {value!r}")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            raise DurationError(f"{start}{value!r}: a duration must be a finite number of seconds, not negative")
+        return float(value)
+    seconds = _taurus_seconds(value.replace(" ", ""))
+    if seconds is None:
+        raise DurationError(f"{start}bad duration {value!r} ({TAURUS_EXAMPLES}; units d, h, m, s, ms)")
+    return seconds
+
+
+def _taurus_seconds(text: str) -> float | None:
+    """dehumanize_time's sum over ``NUMBER UNIT`` parts, when they make up the whole text; None otherwise."""
+    seconds, at = 0.0, 0
+    for match in _TAURUS_PART.finditer(text):
+        unit = match.group(2).lower()
+        if match.start() != at or unit not in _TAURUS_UNITS or (not unit and match.end() != len(text)):
+            break  # (a number without a unit ends the text: Taurus reads "1.2.3" as one number, and fails)
+        seconds += float(match.group(1)) * _TAURUS_UNITS[unit]
+        at = match.end()
+    return seconds if at == len(text) else None

@@ -11,7 +11,14 @@ the think time as a timer of every request: ``_get_timer`` in ``bzt/jmx/tools.py
 cap, for the execution's next free slot (slots are spaced ``1 / cap`` apart, the cap read from the shaper
 schedule); then it sends and waits for the answer. A user stops at its execution's end (a request in flight still
 finishes: the run's drain seconds) or after its ``iterations``. Every user has its own HTTP connection and, unless
-``store-cookie: false``, its own cookie jar, as JMeter's threads each have theirs.
+``store-cookie: false``, its own cookie jar, as JMeter's threads each have theirs; unless ``store-cache: false``,
+its own cache of one pass (``loadtest.taurus.cache``): a GET it holds fresh is not sent and not counted, as JMeter
+records no sample for it, and a request of a URL it holds carries ``If-None-Match``/``If-Modified-Since``.
+
+A request carries the file's headers and what JMeter's HttpClient 4 adds itself (``Host``, ``Connection``,
+``User-Agent``, the body's ``Content-Length``), but no ``Accept`` or ``Accept-Encoding``: JMeter builds its client
+with content compression off (``HTTPHC4Impl``: ``disableContentCompression``), so a server answers uncompressed as
+it would to JMeter. The ``User-Agent`` is httpx's.
 
 Latency is from the send to the end of the answer. Counts go into the per-second buckets of ``Recorder`` and, per
 request label, into :class:`LabelStats` by the second the request finished in (an interrupted run reports the
@@ -23,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import ssl
+import time
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -30,6 +39,7 @@ from typing import Any
 import httpx
 
 from loadtest.loadgen import Recorder, exchange, percentile
+from loadtest.taurus.cache import HttpCache
 from loadtest.taurus.plan import Execution, HttpRequest, Scenario, TaurusPlan
 from loadtest.taurus.schedule import RateCap
 
@@ -73,6 +83,48 @@ class _Slots:
         if slot > now:
             await asyncio.sleep(slot - now)
         return True
+
+
+class _UserClient:
+    """One virtual user's HTTP client: its connection, its cookie jar and, with ``store-cache``, its cache."""
+
+    NOT_SENT_BY_JMETER = ("Accept", "Accept-Encoding")  # httpx's defaults that JMeter's HttpClient 4 leaves out
+
+    def __init__(self, scenario: Scenario, tls: ssl.SSLContext) -> None:
+        # A jar, not httpx.Cookies: the client copies the cookies of a Cookies object into a jar of its own (with
+        # the default policy), but keeps a jar it is given.
+        jar = CookieJar() if scenario.store_cookie else CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+        self.cache = HttpCache() if scenario.store_cache else None
+        self._lookup: list[tuple[str, str]] = []  # the headers of the request on its way (one at a time)
+        hooks = {"request": [self._validators], "response": [self._save]} if self.cache is not None else {}
+        self.client = httpx.AsyncClient(verify=tls, cookies=jar, trust_env=False, event_hooks=hooks)
+        for name in self.NOT_SENT_BY_JMETER:
+            del self.client.headers[name]
+
+    def new_pass(self) -> None:
+        """A pass over the requests starts: JMeter's cache manager (clearEachIteration, as Taurus sets it)
+        forgets what it held."""
+        if self.cache is not None:
+            self.cache.clear()
+
+    def from_cache(self, request: HttpRequest) -> bool:
+        """Whether ``request`` is a GET its cache holds fresh (not to be sent); notes its headers for the cache."""
+        self._lookup = list(request.headers)
+        if not any(name.lower() == "connection" for name, _ in self._lookup):
+            self._lookup.append(("Connection", "keep-alive"))
+        return (self.cache is not None and request.method == "GET"
+                and self.cache.fresh(str(httpx.URL(request.url)), self._lookup, time.time()))
+
+    async def _validators(self, request: httpx.Request) -> None:
+        assert self.cache is not None
+        for name, value in self.cache.validators(str(request.url), self._lookup):
+            request.headers[name] = value  # replaces one the file set, as JMeter's setHeader does
+
+    async def _save(self, response: httpx.Response) -> None:
+        assert self.cache is not None
+        sent = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in response.request.headers.raw]
+        self.cache.save(response.request.method, str(response.request.url), response.status_code,
+                        response.headers.multi_items(), sent, time.time())
 
 
 class VirtualUsers(Recorder):
@@ -125,12 +177,6 @@ class VirtualUsers(Recorder):
         self.active += change
         self._changes.append((self.elapsed(), self.active))
 
-    def _client(self, scenario: Scenario) -> httpx.AsyncClient:
-        # A jar, not httpx.Cookies: the client copies the cookies of a Cookies object into a jar of its own (with the
-        # default policy), but keeps a jar it is given.
-        jar = CookieJar() if scenario.store_cookie else CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-        return httpx.AsyncClient(verify=self._tls, cookies=jar, trust_env=False)
-
     async def run(self) -> None:
         """Run every execution from now; return when every user has stopped."""
         loop = asyncio.get_running_loop()
@@ -155,10 +201,11 @@ class VirtualUsers(Recorder):
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(start_at - loop.time(), 0.0))
         self._running(+1)
-        client = self._client(execution.scenario)
+        user = _UserClient(execution.scenario, self._tls)
         try:
             passes = 0
             while execution.iterations is None or passes < execution.iterations:
+                user.new_pass()
                 for request in execution.scenario.requests:
                     if request.think is not None:
                         pause = request.think.sample(self._rng)
@@ -169,11 +216,12 @@ class VirtualUsers(Recorder):
                         return
                     if end_at is not None and loop.time() >= end_at:
                         return
-                    await self._send(client, request)
+                    if not user.from_cache(request):
+                        await self._send(user.client, request)
                 passes += 1
         finally:
             self._running(-1)
-            await client.aclose()
+            await user.client.aclose()
 
     async def _send(self, client: httpx.AsyncClient, request: HttpRequest) -> None:
         assert self.started_at is not None

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adapter.rules.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
-from adapter.rules.inference import recording_rules
+from adapter.presets.capacity import GROWTH_METRIC, RATE_WINDOW, REQUEST_GROWTH_METRIC, STEP, WINDOW, capacity_yaml
+from adapter.presets.inference import recording_rules
 from clikit.durations import parse_prometheus_duration
 from loadtest.capacity_options import CAPACITY_QUICK_PROFILE, PLACEHOLDER_IMAGES, capacity_profile
 from loadtest.deployment import DeploymentConfig, LocalDeployment, Replica

@@ -9,7 +9,7 @@ endpoint with the fewest requests in flight; the upstream answer is passed back 
 could not be reached).
 
 ``/metrics`` exports the endpoint picker's series under llm-d-router's names and labels (``llm_d_epp_*``, the names
-``adapter/rules/gateway.py`` reads, from ``pkg/epp/metrics/llm_d_router_metrics.go``), so the ``inference-gateway``
+``adapter/presets/gateway.py`` reads, from ``pkg/epp/metrics/llm_d_router_metrics.go``), so the ``inference-gateway``
 preset serves them:
 
 - ``llm_d_epp_flow_control_queue_size`` and ``..._queue_bytes`` (labels ``fairness_id``, ``priority``,

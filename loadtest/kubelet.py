@@ -14,7 +14,7 @@ from concurrent import futures
 
 import grpc
 
-from exporter.podresources.v1 import api_pb2, api_pb2_grpc
+from exporter.pods.podresources.v1 import api_pb2, api_pb2_grpc
 
 __all__ = ["GPU_RESOURCE", "ContainerSpec", "DeviceSpec", "PodResourcesServer", "PodSpec", "gpu_pod"]
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Write the adapter's built-in rules into the Helm chart, so the chart's rules ConfigMap serves the same rules.
 
-The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the GPU presets),
-``adapter.rules.inference`` (the inference-server presets and their recording rules), ``adapter.rules.gateway``
-(the inference-gateway presets) and ``adapter.rules.capacity`` (the capacity-headroom preset):
+The single sources of truth are ``adapter.presets.gpu.GPU_PRESETS_YAML`` (the GPU presets),
+``adapter.presets.inference`` (the inference-server presets and their recording rules), ``adapter.presets.gateway``
+(the inference-gateway presets) and ``adapter.presets.capacity`` (the capacity-headroom preset):
 
 * ``charts/gpu-autoscaler/files/gpu-presets.yaml`` is the GPU presets' text with a header saying so;
 * ``charts/gpu-autoscaler/files/inference-presets.yaml`` holds, per inference preset, its adapter rules and the
@@ -15,7 +15,7 @@ The single sources of truth are ``adapter.rules.presets.GPU_PRESETS_YAML`` (the 
   both of its metrics, ``inference_queue_growth_rate`` and ``inference_request_rate_growth``
   (``adapter.rules.capacityPresets`` or ``headroom.auto`` serves them);
 * ``charts/gpu-autoscaler/files/capacity-recording-rules.yaml`` holds the recording rule groups of
-  ``adapter.rules.capacity_history`` (time to scheduled and to ready of GPU pods per Deployment from
+  ``adapter.presets.capacity_history`` (time to scheduled and to ready of GPU pods per Deployment from
   kube-state-metrics, their history, and Karpenter's GPU figures) that the chart's PrometheusRule carries.
 
 Run this after changing the presets (tests fail until you do):
@@ -49,11 +49,11 @@ def _header(source: str) -> str:
 def render() -> dict[Path, str]:
     """The wanted text of each chart copy."""
     sys.path.insert(0, str(REPO))
-    from adapter.rules.capacity import capacity_yaml
-    from adapter.rules.capacity_history import capacity_groups
-    from adapter.rules.gateway import gateway_yaml
-    from adapter.rules.inference import INFERENCE_PRESETS, POD_DEPLOYMENT_RULE, preset_yaml, recording_rules
-    from adapter.rules.presets import GPU_PRESETS_YAML
+    from adapter.presets.capacity import capacity_yaml
+    from adapter.presets.capacity_history import capacity_groups
+    from adapter.presets.gateway import gateway_yaml
+    from adapter.presets.gpu import GPU_PRESETS_YAML
+    from adapter.presets.inference import INFERENCE_PRESETS, POD_DEPLOYMENT_RULE, preset_yaml, recording_rules
 
     mapping, *_ = recording_rules([])
     assert mapping["record"] == POD_DEPLOYMENT_RULE
@@ -67,11 +67,11 @@ def render() -> dict[Path, str]:
     gateway = yaml.safe_dump(yaml.safe_load(gateway_yaml()), sort_keys=False, width=1000)
     capacity = yaml.safe_dump(yaml.safe_load(capacity_yaml()), sort_keys=False, width=1000)
     history = yaml.safe_dump({"groups": capacity_groups()}, sort_keys=False, width=1000)
-    return {GPU_TARGET: _header("adapter/rules/presets.py (GPU_PRESETS_YAML)") + GPU_PRESETS_YAML,
-            INFERENCE_TARGET: _header("adapter/rules/inference.py") + inference,
-            GATEWAY_TARGET: _header("adapter/rules/gateway.py") + gateway,
-            CAPACITY_TARGET: _header("adapter/rules/capacity.py") + capacity,
-            HISTORY_TARGET: _header("adapter/rules/capacity_history.py") + history}
+    return {GPU_TARGET: _header("adapter/presets/gpu.py (GPU_PRESETS_YAML)") + GPU_PRESETS_YAML,
+            INFERENCE_TARGET: _header("adapter/presets/inference.py") + inference,
+            GATEWAY_TARGET: _header("adapter/presets/gateway.py") + gateway,
+            CAPACITY_TARGET: _header("adapter/presets/capacity.py") + capacity,
+            HISTORY_TARGET: _header("adapter/presets/capacity_history.py") + history}
 
 
 def main(argv: list[str] | None = None) -> int:

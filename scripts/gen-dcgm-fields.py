@@ -1,4 +1,4 @@
-"""Generate exporter/dcgm_catalogue.py: every DCGM field's name, id, value type, unit and entity level.
+"""Generate exporter/fields/dcgm_catalogue.py: every DCGM field's name, id, value type, unit and entity level.
 
 Facts only, read from DCGM's public sources (not copied prose):
 - ``dcgmlib/dcgm_fields.h``: ``#define DCGM_FI_X <int>`` gives a field's name and id;
@@ -15,7 +15,7 @@ alias rule). Usage, with the DCGM and go-dcgm repositories as bare git dirs (the
     git -C DCGM show v4.6.0:dcgmlib/src/dcgm_fields.cpp > /tmp/dcgm_fields.cpp
     git -C GO_DCGM show HEAD:pkg/dcgm/legacy_fields.csv > /tmp/legacy_fields.csv
     python scripts/gen-dcgm-fields.py /tmp/dcgm_fields.h /tmp/dcgm_fields.cpp --legacy /tmp/legacy_fields.csv \\
-        --source "DCGM v4.6.0 (72fa3fe), go-dcgm b7fa315" > exporter/dcgm_catalogue.py
+        --source "DCGM v4.6.0 (72fa3fe), go-dcgm b7fa315" > exporter/fields/dcgm_catalogue.py
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ EOF
 
 step "counters file with every field of the table"
 "$py" -c '
-from exporter.fields import FIELDS
+from exporter.fields.table import FIELDS
 for f in FIELDS:
     print(f"{f.name}, {f.kind}, {f.help}")' >"$out/all-fields.csv"
 wc -l <"$out/all-fields.csv"

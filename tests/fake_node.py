@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.procfs import INIT_PID_NAMESPACE
+from exporter.pods.procfs import INIT_PID_NAMESPACE
 
 CONTAINER_NAMESPACE = "pid:[4026532871]"
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from adapter.presets.gpu import gpu_presets
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig, PrometheusError, PrometheusUnavailable
 from adapter.prometheus.discovery import Discovery
-from adapter.rules import gpu_presets
 from adapter.rules.catalogue import distinct_shapes
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.waiting import wait_until_async

@@ -43,7 +43,7 @@ import sys
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig
 from adapter.prometheus.discovery import Discovery
 from adapter.provider.engine import Engine
-from adapter.rules import gpu_presets
+from adapter.presets.gpu import gpu_presets
 from adapter.server.app import AdapterState, create_app
 client = PrometheusClient(PrometheusConfig(url="http://127.0.0.1:9"))
 rules = gpu_presets()

@@ -22,10 +22,11 @@ from adapter.auth.delegated import AccessResult, TokenResult
 from adapter.auth.identity import User
 from adapter.auth.middleware import AuthMiddleware, PathMatcher
 from adapter.auth.requestheader import ClientCAs
+from adapter.presets.gpu import gpu_presets
 from adapter.prometheus.client import PrometheusConfig, Sample
 from adapter.prometheus.discovery import Discovery
 from adapter.provider.engine import Engine
-from adapter.rules import build_catalogue, gpu_presets
+from adapter.rules import build_catalogue
 from adapter.server.app import AdapterState, create_app
 from tests.support.promql_checks import hostile_text
 

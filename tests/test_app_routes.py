@@ -10,10 +10,11 @@ import httpx
 import orjson
 import pytest
 
+from adapter.presets.gpu import gpu_presets
 from adapter.prometheus.client import PrometheusConfig, PrometheusUnavailable, Sample
 from adapter.prometheus.discovery import Discovery
 from adapter.provider.engine import Engine
-from adapter.rules import build_catalogue, gpu_presets
+from adapter.rules import build_catalogue
 from adapter.server.app import AdapterState, create_app
 
 pytestmark = pytest.mark.unit

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from adapter.auth.attributes import ResourceAttributes, request_attributes
 from adapter.auth.authz import Authorizer, should_cache
 from adapter.auth.delegated import DelegationUnavailable, KubeDelegate, access_review_spec
 from adapter.auth.identity import User
+from adapter.kube.api import KubeClient
 from tests.support.certs import issue, make_ca
 from tests.support.prometheus import free_port
 
@@ -117,7 +119,7 @@ def test_decisions_are_cached_as_the_go_webhook_authorizer_caches_them() -> None
 
     async def go() -> None:
         async with serving(server) as url:
-            delegate = KubeDelegate(configuration(url))
+            delegate = KubeDelegate(KubeClient(configuration(url)))
             authz = Authorizer(delegate, ttl_s=2400 * 3600)
             for name, user, attrs, allow, status, error, allowed, calls in WEBHOOK_CACHE:
                 server.allow, server.status, before = allow, status, len(server.bodies)
@@ -151,7 +153,7 @@ def test_the_review_sends_the_spec_it_is_keyed_by() -> None:
 
     async def go() -> None:
         async with serving(server) as url:
-            delegate = KubeDelegate(configuration(url))
+            delegate = KubeDelegate(KubeClient(configuration(url)))
             assert (await delegate.review_access(access_review_spec(user, attrs))).allowed
             await delegate.aclose()
 
@@ -170,7 +172,8 @@ def test_the_review_sends_the_spec_it_is_keyed_by() -> None:
 
 def test_reviews_over_tls_with_the_configurations_ca_client_certificate_and_refreshed_token(tmp_path: Path) -> None:
     """What the official client's REST layer would use: the CA, the client certificate, and the token as its
-    refresh hook leaves it before each request (a rotated service-account token)."""
+    refresh hook leaves it (a rotated service-account token). The hook runs in a worker thread, never on the
+    serving loop; once for both reviews (within the minute), and again after the API server answered 401."""
     ca = make_ca("kubernetes-ca")
     server_cert = issue(ca, "kube-apiserver", client=False, server_names=("127.0.0.1",))
     client_cert = issue(ca, "adapter")
@@ -180,8 +183,10 @@ def test_reviews_over_tls_with_the_configurations_ca_client_certificate_and_refr
     tls.load_verify_locations(cadata=ca.cert_pem.decode())
     server = ReviewServer()
     tokens = iter(["first", "second"])
+    hook_threads: list[str] = []
 
     def refresh(c: Configuration) -> None:
+        hook_threads.append(threading.current_thread().name)
         c.api_key["authorization"] = next(tokens)
 
     async def go() -> None:
@@ -191,13 +196,19 @@ def test_reviews_over_tls_with_the_configurations_ca_client_certificate_and_refr
             Path(c.ssl_ca_cert).write_bytes(ca.cert_pem)
             c.cert_file, c.key_file = client_cert.write(tmp_path, "client")
             c.refresh_api_key_hook = refresh
-            delegate = KubeDelegate(c)
+            delegate = KubeDelegate(KubeClient(c))
             assert (await delegate.review_token("good")).user == User("alice")
             assert (await delegate.review_access(access_review_spec(ALICE, KITTENS))).allowed
+            server.status = 401
+            with pytest.raises(DelegationUnavailable, match="answered 401"):
+                await delegate.review_access(access_review_spec(BOB, KITTENS))
+            server.status = 200
+            assert (await delegate.review_access(access_review_spec(BOB, KITTENS))).allowed
             await delegate.aclose()
 
     asyncio.run(go())
-    assert server.authorization == ["Bearer first", "Bearer second"]
+    assert server.authorization == ["Bearer first", "Bearer first", "Bearer first", "Bearer second"]
+    assert hook_threads == ["kube-credentials", "kube-credentials"]
 
 
 def test_an_untrusted_server_certificate_fails_closed(tmp_path: Path) -> None:
@@ -211,7 +222,7 @@ def test_an_untrusted_server_certificate_fails_closed(tmp_path: Path) -> None:
             c = configuration(url)
             c.ssl_ca_cert = str(tmp_path / "ca.crt")
             Path(c.ssl_ca_cert).write_bytes(ca.cert_pem)
-            delegate = KubeDelegate(c)
+            delegate = KubeDelegate(KubeClient(c))
             with pytest.raises(DelegationUnavailable, match=r"SubjectAccessReview: .*certificate"):
                 await delegate.review_access(access_review_spec(ALICE, KITTENS))
             await delegate.aclose()
@@ -230,7 +241,7 @@ def test_answers_that_are_not_a_review_fail_closed(reply: Callable[[], web.Strea
 
     async def go() -> None:
         async with serving(server) as url:
-            delegate = KubeDelegate(configuration(url))
+            delegate = KubeDelegate(KubeClient(configuration(url)))
             with pytest.raises(DelegationUnavailable, match=message):
                 await delegate.review_access(access_review_spec(ALICE, KITTENS))
             await delegate.aclose()
@@ -240,7 +251,7 @@ def test_answers_that_are_not_a_review_fail_closed(reply: Callable[[], web.Strea
 
 def test_an_api_server_that_is_down_fails_closed() -> None:
     async def go() -> None:
-        delegate = KubeDelegate(configuration(f"http://127.0.0.1:{free_port()}"))
+        delegate = KubeDelegate(KubeClient(configuration(f"http://127.0.0.1:{free_port()}")))
         with pytest.raises(DelegationUnavailable, match=r"SubjectAccessReview: .*127\.0\.0\.1"):
             await delegate.review_access(access_review_spec(ALICE, KITTENS))
         await delegate.aclose()

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from adapter.rules.capacity import NOISE_SIGMAS, RATE_WINDOW, WINDOW
+from adapter.presets.capacity import NOISE_SIGMAS, RATE_WINDOW, WINDOW
 from tests.support.scripts import load_script
 from tests.support.tools import require_tool
 

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.rules.capacity import REQUEST_AHEAD_METRIC, REQUEST_GROWTH_METRIC, capacity_yaml
-from adapter.rules.capacity_history import HEADROOM_PROVISIONING, capacity_groups
-from adapter.rules.inference import recording_rules
+from adapter.presets.capacity import REQUEST_AHEAD_METRIC, REQUEST_GROWTH_METRIC, capacity_yaml
+from adapter.presets.capacity_history import HEADROOM_PROVISIONING, capacity_groups
+from adapter.presets.inference import recording_rules
 from loadtest.hpa.spec import milli
 from tests.support.adapter_process import AdapterProcess
 from tests.support.k8s_validation import one

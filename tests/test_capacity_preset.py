@@ -28,8 +28,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from adapter.rules import parse_rules
-from adapter.rules.capacity import (
+from adapter.presets.capacity import (
     CAPACITY_PRESET,
     EPP_REQUESTS,
     GROWTH_METRIC,
@@ -45,8 +44,9 @@ from adapter.rules.capacity import (
     capacity_preset,
     capacity_yaml,
 )
-from adapter.rules.capacity_history import HEADROOM_PROVISIONING
-from adapter.rules.inference import INFERENCE_PRESETS, recording_rules
+from adapter.presets.capacity_history import HEADROOM_PROVISIONING
+from adapter.presets.inference import INFERENCE_PRESETS, recording_rules
+from adapter.rulesfile.loader import parse_rules
 from loadtest.hpa.spec import milli
 from loadtest.kube_state import OwnerSeries
 from tests.support.adapter_process import AdapterProcess

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.rules.capacity_history import (
+from adapter.presets.capacity_history import (
     HEADROOM_INFO,
     HEADROOM_PROVISIONING,
     PROVISIONING,

@@ -20,10 +20,10 @@ import pytest
 import yaml
 from cryptography import x509
 
-from adapter.rules import load_rules
-from adapter.rules.gateway import gateway_preset, gateway_yaml
-from adapter.rules.inference import INFERENCE_PRESETS, preset_yaml, recording_rules
-from adapter.rules.presets import GPU_PRESETS_YAML
+from adapter.presets.gateway import gateway_preset, gateway_yaml
+from adapter.presets.gpu import GPU_PRESETS_YAML
+from adapter.presets.inference import INFERENCE_PRESETS, preset_yaml, recording_rules
+from adapter.rulesfile.loader import load_rules
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, find, load_documents, one, run, tool, validate_all
 from tests.support.processes import terminate
 from tests.support.prometheus import free_port
@@ -314,7 +314,7 @@ def test_chart_presets_match_the_adapter_presets():
     chart_copy = (CHART / "files" / "gpu-presets.yaml").read_text()
     if not chart_copy.endswith(GPU_PRESETS_YAML):
         pytest.fail("charts/gpu-autoscaler/files/gpu-presets.yaml differs from the adapter's presets "
-                    "(adapter/rules/presets.py): run scripts/gen-chart-presets.py", pytrace=False)
+                    "(adapter/presets/gpu.py): run scripts/gen-chart-presets.py", pytrace=False)
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gen-chart-presets.py"), "--check"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

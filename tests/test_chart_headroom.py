@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from adapter.api.quantity import parse_quantity
-from adapter.rules import load_rules
-from adapter.rules.capacity import capacity_yaml
+from adapter.presets.capacity import capacity_yaml
+from adapter.rulesfile.loader import load_rules
 from tests import test_chart_first_install as first_install
 from tests.support.fake_kube import FakeKube
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, crd_schema, find, load_files, one, validate_all

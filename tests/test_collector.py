@@ -9,12 +9,12 @@ import pytest
 
 from exporter.backends.base import FieldNotSupported
 from exporter.backends.fake import FakeBackend, fake_gpu_uuid, fake_mig_uuid
-from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import load_counters, parse_counters
-from exporter.entities import GpuEntity
-from exporter.fields import Field, Value
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.client import PodResourcesStatus
+from exporter.fields.counters import load_counters, parse_counters
+from exporter.fields.entities import GpuEntity
+from exporter.fields.table import Field, Value
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.client import PodResourcesStatus
+from exporter.serving.collector import Collector, CollectorOptions, PodAttribution
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 
 pytestmark = pytest.mark.unit
@@ -305,7 +305,7 @@ def test_fake_framebuffer_used_ratio_follows_used(tmp_path: Path) -> None:
 
 def test_fake_produces_every_field_of_the_table(tmp_path: Path) -> None:
     """The demo and the tests can exercise every field the NVML backend reads: the fake has a value for each."""
-    from exporter.fields import FIELDS
+    from exporter.fields.table import FIELDS
 
     path = tmp_path / "state.json"
     write_state(path, {"gpus": {"0": {"xid_events": [13]}}})

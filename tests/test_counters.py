@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.counters import CountersError, load_counters, parse_counters
+from exporter.fields.counters import CountersError, load_counters, parse_counters
 from tests.support.reference import every_line_enabled, listed_fields, reference_file
 
 pytestmark = pytest.mark.unit
@@ -154,7 +154,7 @@ def test_gpu_operator_counters_all_enabled_load() -> None:
 # --- the DCGM field catalogue and how counters-file names resolve ------------------------------------------------
 
 # Facts from DCGM's dcgmlib/dcgm_fields.h (ids, names, deprecated aliases) and dcgmlib/src/dcgm_fields.cpp
-# (value type, unit, entity level), at DCGM 72fa3fe (4.6.0), as exporter/dcgm_catalogue.py holds them.
+# (value type, unit, entity level), at DCGM 72fa3fe (4.6.0), as exporter/fields/dcgm_catalogue.py holds them.
 @pytest.mark.parametrize(("name", "fid", "canonical", "ftype", "unit"), [
     ("DCGM_FI_DRIVER_VERSION", 1, "DCGM_FI_SYSTEM_DRIVER_VERSION", "string", ""),
     ("DCGM_FI_DEV_SM_CLOCK", 100, "DCGM_FI_DEV_SM_CLOCK", "int64", ""),
@@ -172,7 +172,7 @@ def test_gpu_operator_counters_all_enabled_load() -> None:
     ("dcgm_fi_prof_pcie_tx_bytes", 1009, "DCGM_FI_PROF_PCIE_TX_BYTES", "int64", ""),
 ])
 def test_catalogue_holds_dcgms_facts(name: str, fid: int, canonical: str, ftype: str, unit: str) -> None:
-    from exporter.field_catalogue import lookup
+    from exporter.fields.catalogue import lookup
 
     found = lookup(name)
     assert found is not None
@@ -180,9 +180,9 @@ def test_catalogue_holds_dcgms_facts(name: str, fid: int, canonical: str, ftype:
 
 
 def test_catalogue_covers_dcgm_and_agrees_with_the_field_table() -> None:
-    from exporter import dcgm_catalogue
-    from exporter.field_catalogue import lookup
-    from exporter.fields import FIELDS
+    from exporter.fields import dcgm_catalogue
+    from exporter.fields.catalogue import lookup
+    from exporter.fields.table import FIELDS
 
     assert len(dcgm_catalogue.FIELDS) > 600 and len(dcgm_catalogue.OTHER_NAMES) > 300  # DCGM 4.6: 646 ids
     for field in FIELDS:  # every row we produce is a DCGM field, text fields are labels, numbers are series

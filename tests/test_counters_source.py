@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.counters import Counter, CountersError
-from exporter.counters_source import CountersReloader, CountersSource, parse_configmap_ref
 from exporter.exposition import render
+from exporter.fields.counters import Counter, CountersError
+from exporter.serving.counters_source import CountersReloader, CountersSource, parse_configmap_ref
 
 pytestmark = pytest.mark.unit
 

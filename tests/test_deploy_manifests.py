@@ -18,8 +18,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from adapter.rules import build_catalogue, load_rules, parse_rules
-from adapter.rules.presets import gpu_presets
+from adapter.presets.gpu import gpu_presets
+from adapter.rules import build_catalogue
+from adapter.rulesfile.loader import load_rules, parse_rules
 from tests.support.k8s_validation import REPO, find, kustomize, load_files, one, run, validate_all
 from tests.support.tools import require_tool
 

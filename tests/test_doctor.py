@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from exporter.backends.fake import fake_gpu_uuid
-from exporter.smi_compare import PAIRS, Pair, Status, judge, parse_rows
+from exporter.cli.smi_compare import PAIRS, Pair, Status, judge, parse_rows
 from tests.exporter_helpers import write_state
 
 pytestmark = pytest.mark.e2e

@@ -1,15 +1,19 @@
-"""The two duration grammars, checked with their owners' own test tables.
+"""The three duration grammars, checked with their owners' own test tables.
 
 Go: golang/go src/time/time_test.go, ``parseDurationTests`` and ``parseDurationErrorTests`` (inputs and expected
 nanoseconds). Prometheus: prometheus/common model/time_test.go, ``TestParseDuration`` (its base cases),
-``TestDuration_UnmarshalJSON`` (``289y``) and ``TestParseBadDuration``.
+``TestDuration_UnmarshalJSON`` (``289y``) and ``TestParseBadDuration``. Taurus (Blazemeter/taurus
+``dehumanize_time`` in bzt/utils.py) has no test table of its own: its cases are its docs' examples and the files its
+users run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from clikit.durations import DurationError, parse_go_duration, parse_prometheus_duration
+from clikit.durations import DurationError, parse_go_duration, parse_prometheus_duration, parse_taurus_duration
 
 pytestmark = pytest.mark.unit
 
@@ -54,36 +58,73 @@ PROMETHEUS_VALID = [
 PROMETHEUS_INVALID = ["1", "1y1m1d", "1.5d", "d", "294y", "200y10400w", "107675d", "2584200h", "", "-3s", "-1w"]
 
 
-# grammar -> its parser, and what its refusals say
-GRAMMARS = {"go": (parse_go_duration, "expected a duration like"),
-            "prometheus": (parse_prometheus_duration, "expected a Prometheus duration")}
-ACCEPTED = [("go", *case) for case in GO_VALID] + [("prometheus", *case) for case in PROMETHEUS_VALID]
-REFUSED = [("go", text) for text in GO_INVALID] + [("prometheus", text) for text in PROMETHEUS_INVALID]
+# Taurus: (value as a file writes it, seconds). A YAML number, None and empty text are read too.
+TAURUS_VALID: list[tuple[object, float]] = [
+    # The guide's file (DevSecOpsSamples/eks-gpu-autoscaling vision-api-bzt.yaml): ramp-up 1s, hold-for 10m30s.
+    ("1s", 1.0), ("10m30s", 630.0),
+    # site/dat/docs/ExecutionSettings.md and JMeter.md examples: 15s, 2m, 1m30s, 1s500ms, 500ms, 30s; a bare 0.75.
+    ("15s", 15.0), ("2m", 120.0), ("1m30s", 90.0), ("1s500ms", 1.5), ("500ms", 0.5), (0.75, 0.75), (10, 10.0),
+    # site/dat/docs/ConfigSyntax.md, "Human-Readable Time Specifications": 1s200ms, "1d 2h 3m 4s" = 93784 seconds.
+    ("1s200ms", 1.2), ("1d 2h 3m 4s", 93784.0),
+    # dehumanize_time: units d, h, m, s, ms in any case; spaces dropped; no unit means seconds; empty means 0.
+    ("1h", 3600.0), ("1d4h33m12s103ms", 1 * 86400 + 4 * 3600 + 33 * 60 + 12 + 0.103), ("2H", 7200.0),
+    ("10 m 30 s", 630.0), ("20", 20.0), ("1.5m", 90.0), ("", 0.0), (None, 0.0),
+]
+
+TAURUS_INVALID: list[object] = [
+    "10x",  # dehumanize_time: "String contains unsupported unit"
+    "abc", "inf", "-5s", "10m,30s", "1.2.3s", True, [1], -1,
+]
+
+# grammar -> its parser, what its refusals say, and whether its results are exact (Taurus adds floats)
+GRAMMARS: dict[str, tuple[Callable[..., float], str, bool]] = {
+    "go": (parse_go_duration, "expected a duration like", True),
+    "prometheus": (parse_prometheus_duration, "expected a Prometheus duration", True),
+    "taurus": (parse_taurus_duration, r"bad duration|expected a duration \(e\.g\.|a duration must be", False),
+}
+ACCEPTED = ([("go", text, ns / 1e9) for text, ns in GO_VALID]
+            + [("prometheus", text, ns / 1e9) for text, ns in PROMETHEUS_VALID]
+            + [("taurus", *case) for case in TAURUS_VALID])
+REFUSED = ([("go", text) for text in GO_INVALID] + [("prometheus", text) for text in PROMETHEUS_INVALID]
+           + [("taurus", value) for value in TAURUS_INVALID])
 
 
-@pytest.mark.parametrize(("grammar", "text", "nanoseconds"), ACCEPTED)
-def test_upstream_accepts(grammar: str, text: str, nanoseconds: int) -> None:
-    parse, _ = GRAMMARS[grammar]
-    assert parse(text) == nanoseconds / 1e9
+@pytest.mark.parametrize(("grammar", "text", "seconds"), ACCEPTED)
+def test_upstream_accepts(grammar: str, text: object, seconds: float) -> None:
+    parse, _, exact = GRAMMARS[grammar]
+    assert parse(text) == (seconds if exact else pytest.approx(seconds))
 
 
 @pytest.mark.parametrize(("grammar", "text"), REFUSED)
-def test_upstream_refuses(grammar: str, text: str) -> None:
-    parse, refusal = GRAMMARS[grammar]
-    with pytest.raises(DurationError, match=refusal):
+def test_upstream_refuses(grammar: str, text: object) -> None:
+    parse, refusal, _ = GRAMMARS[grammar]
+    with pytest.raises(DurationError, match=refusal) as caught:
         parse(text)
+    assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize(("text", "go", "prometheus"), [
-    # Where the two grammars part, which matters where a value moves between a flag and a rules file.
-    ("1\u03bcs", 1e-6, None),  # Go's units only
-    ("5m1h", 3900.0, None),  # any order in Go; Prometheus wants the largest unit first
-    ("1.5h", 5400.0, None),  # fractions in Go only
-    ("2w", None, 14 * 86400.0),  # days, weeks and years in Prometheus only
-    ("1h1h", 7200.0, None),  # a unit twice: Go adds, Prometheus refuses
+def test_where_the_error_starts() -> None:
+    with pytest.raises(DurationError, match=r"^execution\.0\.hold-for bad duration '10x'"):
+        parse_taurus_duration("10x", "execution.0.hold-for")
+
+
+@pytest.mark.parametrize(("text", "go", "prometheus", "taurus"), [
+    # Where the grammars part, which matters where a value moves between a flag, a rules file and a Taurus file.
+    ("1\u03bcs", 1e-6, None, None),  # Go's units only
+    ("5m1h", 3900.0, None, 3900.0),  # any order in Go and Taurus; Prometheus wants the largest unit first
+    ("1.5h", 5400.0, None, 5400.0),  # fractions in Go and Taurus only
+    ("2w", None, 14 * 86400.0, None),  # weeks and years in Prometheus only
+    ("2d", None, 2 * 86400.0, 2 * 86400.0),  # days in Prometheus and Taurus
+    ("1h1h", 7200.0, None, 7200.0),  # a unit twice: Go and Taurus add, Prometheus refuses
+    ("90", None, None, 90.0),  # a number alone is seconds in Taurus only
+    ("10 m", None, None, 600.0),  # spaces in Taurus only
+    ("-5s", -5.0, None, None),  # a sign in Go only
+    ("5S", None, None, 5.0),  # units in any case in Taurus only
 ])
-def test_where_the_grammars_differ(text: str, go: float | None, prometheus: float | None) -> None:
-    for parse, expected in ((parse_go_duration, go), (parse_prometheus_duration, prometheus)):
+def test_where_the_grammars_differ(text: str, go: float | None, prometheus: float | None,
+                                   taurus: float | None) -> None:
+    for parse, expected in ((parse_go_duration, go), (parse_prometheus_duration, prometheus),
+                            (parse_taurus_duration, taurus)):
         if expected is None:
             with pytest.raises(DurationError):
                 parse(text)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from exporter.backends.fake import FakeBackend
-from exporter.collector import Collector, CollectorOptions
-from exporter.counters import parse_counters
-from exporter.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
+from exporter.fields.counters import parse_counters
+from exporter.fields.event_windows import CLOCK_EVENT_NAMES, EventWindow, clock_event_bits
+from exporter.serving.collector import Collector, CollectorOptions
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 
 pytestmark = pytest.mark.unit

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from adapter.api.status import ApiError
+from adapter.presets.gpu import gpu_presets
 from adapter.provider.explain import parse_api_path, prometheus_value, query_selectors
-from adapter.rules import gpu_presets
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer, free_port

@@ -1,5 +1,5 @@
 """dcgm-exporter's command line as a DaemonSet gives it: every flag and environment variable through the one table
-(exporter/dcgm_flags.py), the real process started with DCGM-only flags (one warning each) and with the GPU
+(exporter/cli/flags.py), the real process started with DCGM-only flags (one warning each) and with the GPU
 Operator's and the dcgm-exporter chart's own args and env, --fake-gpus, --use-old-namespace, --config-file."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pynvml
 import pytest
 
 from exporter.backends.nvml import NvmlBackend
-from exporter.dcgm_flags import BY_SPELLING, FLAGS, Disposition, Flag, FlagError, markdown, parse
+from exporter.cli.flags import BY_SPELLING, FLAGS, Disposition, Flag, FlagError, markdown, parse
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fakenvml import FakeNvml
@@ -110,7 +110,7 @@ def test_string_slices_append_and_split_on_commas_as_urfave_cli() -> None:
 
 def test_docs_flag_table_is_the_code_table() -> None:
     assert generated_block("flags.md", "exporter-flags") == markdown(), (
-        "docs/flags.md's exporter flag table differs from exporter.dcgm_flags.markdown(): regenerate it "
+        "docs/flags.md's exporter flag table differs from exporter.cli.flags.markdown(): regenerate it "
         "(docs/development.md, Generated files)")
 
 
@@ -319,7 +319,7 @@ def test_config_file_is_below_flags_and_env(tmp_path: Path) -> None:
     config = _config(tmp_path, f"metrics:\n  file: {counters}\ncollection:\n  interval: 5000\n")
     parsed = parse(["-c", "300"], {}, {"collect_interval": 5000})
     assert parsed.settings.collect_interval == 300
-    exporter = ExporterProcess(["--backend", "fake", "-f", str(REPO / "exporter" / "default-counters.csv")],
+    exporter = ExporterProcess(["--backend", "fake", "-f", str(REPO / "exporter" / "fields" / "default-counters.csv")],
                                {"DCGM_EXPORTER_CONFIG_FILE": config, "DCGM_EXPORTER_INTERVAL": "400"})
     log = exporter.stop()
     assert "every 400 ms" in log

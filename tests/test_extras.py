@@ -66,7 +66,8 @@ def _feature(args: list[str]) -> str:
     return "--plot" if "--plot" in args else "--query"
 
 
-@pytest.mark.parametrize(("module", "prog"), [("adapter.cli.main", "gpu-adapter"), ("exporter.cli", "gpu-exporter")])
+@pytest.mark.parametrize(("module", "prog"),
+                         [("adapter.cli.main", "gpu-adapter"), ("exporter.cli.main", "gpu-exporter")])
 def test_the_exporter_and_adapter_need_no_extra(module: str, prog: str) -> None:
     done = _run(module, prog, "--help")
     assert done.returncode == 0, done.stderr

@@ -14,8 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue, parse_rules
-from adapter.rules.gateway import (
+from adapter.presets.gateway import (
     GATEWAY_METRICS,
     GATEWAY_PRESET,
     INFERENCE_POOL_GROUPS,
@@ -23,6 +22,8 @@ from adapter.rules.gateway import (
     gateway_preset,
     gateway_yaml,
 )
+from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue
+from adapter.rulesfile.loader import parse_rules
 from loadtest.hpa.spec import milli
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint

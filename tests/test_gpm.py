@@ -9,9 +9,9 @@ import pytest
 
 from exporter.backends.gpm import pick_baseline
 from exporter.backends.nvml import NvmlBackend
-from exporter.collector import Collector, CollectorOptions
-from exporter.counters import parse_counters
-from exporter.fields import FIELDS, FIELDS_BY_NAME
+from exporter.fields.counters import parse_counters
+from exporter.fields.table import FIELDS, FIELDS_BY_NAME
+from exporter.serving.collector import Collector, CollectorOptions
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fakenvml import FakeGpu, FakeNvml

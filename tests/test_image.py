@@ -43,7 +43,7 @@ _SMOKE = textwrap.dedent("""
     out["sources"] = len(sources)
     out["uncompiled"] = [str(p) for p in sources if not os.path.exists(importlib.util.cache_from_source(str(p)))][:5]
     before = {p: p.stat().st_mtime for p in site.rglob("*.pyc")}
-    subprocess.run([sys.executable, "-c", "import adapter.cli.main, adapter.server.app, exporter.cli"], check=True)
+    subprocess.run([sys.executable, "-c", "import adapter.cli.main, adapter.server.app, exporter.cli.main"], check=True)
     out["pyc_changed"] = sorted(str(p) for p in site.rglob("*.pyc") if before.get(p) != p.stat().st_mtime)[:5]
     try:
         import matplotlib  # noqa: F401

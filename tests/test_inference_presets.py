@@ -16,14 +16,15 @@ import httpx
 import pytest
 import yaml
 
-from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue, parse_rules
-from adapter.rules.inference import (
+from adapter.presets.inference import (
     INFERENCE_PRESETS,
     POD_DEPLOYMENT_RULE,
     inference_preset,
     preset_yaml,
     recording_rules,
 )
+from adapter.rules import GroupResource, MetricInfo, RulesError, build_catalogue
+from adapter.rulesfile.loader import parse_rules
 from loadtest.hpa.spec import milli
 from tests.support.adapter_process import AdapterProcess
 from tests.support.k8s_validation import run, tool

@@ -15,9 +15,9 @@ import pytest
 from kubernetes.client import ApiClient
 
 from adapter.api.status import ApiError
-from adapter.kube.api import METADATA_LIST_ACCEPT, KubeApi, KubeClient
+from adapter.kube.api import METADATA_LIST_ACCEPT, KubeApi, KubeApiError, KubeClient
 from adapter.kube.cache import MetadataCache
-from adapter.kube.config import KubeConfigError, load_api_client
+from adapter.kube.config import KubeConfigError, kubeconfig_configuration, load_api_client
 from adapter.kube.resolver import KubeResolver
 from adapter.rules.resources import GroupResource
 from adapter.rules.selectors import parse_selector
@@ -279,26 +279,35 @@ def test_metadata_only_accept_header_and_kubeconfig_token_are_sent(
     assert {r.headers["authorization"] for r in fake_kube.received} == {"Bearer s3cret"}
 
 
-def test_the_token_is_read_through_the_configurations_refresh_hook_on_every_request(
+def test_a_configurations_refresh_hook_runs_in_a_worker_thread_and_again_after_a_401(
         fake_kube: FakeKube, tmp_path: Path) -> None:
     """The loaders keep a token fresh through ``refresh_api_key_hook`` (the in-cluster loader re-reads the rotated
-    service-account token): each request the adapter sends must carry the token as the hook leaves it."""
-    client = load_api_client(fake_kube.write_kubeconfig(tmp_path / "kubeconfig", token="first"))
-    assert client is not None
+    service-account token): it runs in the credentials' worker thread, never on the caller's (the serving loop's),
+    once a minute and at once after the API server answered 401, and each request carries the token it left."""
+    client = KubeClient(kubeconfig_configuration(fake_kube.write_kubeconfig(tmp_path / "kubeconfig", token="first")))
     tokens = iter(["second", "third"])
+    threads: list[str] = []
 
     def rotate(configuration: Any) -> None:  # where the client's loaders keep it (incluster_config.py)
+        threads.append(threading.current_thread().name)
         configuration.api_key["BearerToken"] = f"Bearer {next(tokens)}"
 
     client.configuration.refresh_api_key_hook = rotate
     api = KubeApi(client)
     try:
         api.get_json("/api/v1/pods")
+        fake_kube.require_token = "third"
+        with pytest.raises(KubeApiError) as refused:  # not retried, as client-go's exec round tripper
+            api.post_json("/apis/authentication.k8s.io/v1/tokenreviews",
+                          {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}})
         api.post_json("/apis/authentication.k8s.io/v1/tokenreviews",
                       {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}})
     finally:
         client.close()
-    assert [r.headers["authorization"] for r in fake_kube.received] == ["Bearer second", "Bearer third"]
+    assert refused.value.code == 401
+    assert [r.headers["authorization"] for r in fake_kube.received] == ["Bearer second", "Bearer second",
+                                                                        "Bearer third"]
+    assert threads == ["kube-credentials", "kube-credentials"]
 
 
 def test_a_server_that_ignores_the_metadata_accept_header_still_works(

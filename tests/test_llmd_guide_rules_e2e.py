@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapter.rules import RulesError, load_rules
+from adapter.rules import RulesError
+from adapter.rulesfile.loader import load_rules
 from tests.support.adapter_process import AdapterProcess
 from tests.support.kubectl import kubectl_get_raw
 from tests.support.metrics_endpoint import MetricsEndpoint

@@ -19,8 +19,8 @@ from adapter.kube.standalone import StandaloneObjects
 from adapter.rules import normalise_resource
 from adapter.rules.selectors import parse_selector
 from exporter.backends.fake import fake_gpu_uuid, parse_state
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.client import list_allocations
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.client import list_allocations
 from loadtest.deployment import DeploymentConfig, LocalDeployment
 from loadtest.hpa import PodPhase
 from loadtest.kubelet import PodResourcesServer

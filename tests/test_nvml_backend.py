@@ -9,8 +9,8 @@ import pytest
 
 from exporter.backends.base import BackendUnavailable, DeviceLost, FieldNotSupported, FieldUnavailable
 from exporter.backends.nvml import NvmlBackend, NvmlMissing, translate
-from exporter.collector import Collector, CollectorOptions
-from exporter.counters import load_counters
+from exporter.fields.counters import load_counters
+from exporter.serving.collector import Collector, CollectorOptions
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fakenvml import MIB, FakeNvml
@@ -96,7 +96,7 @@ def test_nvlink_bandwidth_is_a_rate(fake_nvml: FakeNvml) -> None:
 
 
 def test_nvlink_per_link_bandwidth_direction_and_errors(fake_nvml: FakeNvml) -> None:
-    from exporter.counters import parse_counters
+    from exporter.fields.counters import parse_counters
 
     csv = "\n".join(f"DCGM_FI_DEV_NVLINK_{name}, gauge, x" for name in (
         "BANDWIDTH_L3", "TX_BANDWIDTH_L3", "RX_BANDWIDTH_L3", "TX_BANDWIDTH_TOTAL", "RX_BANDWIDTH_TOTAL",
@@ -294,8 +294,8 @@ def test_error_translation_uses_the_real_error_classes(code: int, kind: type) ->
 
 
 def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: FakeNvml) -> None:
-    from exporter.counters import parse_counters
-    from exporter.fields import FIELDS
+    from exporter.fields.counters import parse_counters
+    from exporter.fields.table import FIELDS
 
     csv = "\n".join(f"{f.name}, {f.kind}, {f.help}" for f in FIELDS)
     ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
@@ -374,7 +374,7 @@ def test_every_field_in_the_table_reads_or_is_reported_unsupported(fake_nvml: Fa
 
 def test_clock_event_reasons_on_a_driver_before_the_rename(fake_nvml: FakeNvml) -> None:
     """Drivers before R535 have only nvmlDeviceGetCurrentClocksThrottleReasons; the field still reads."""
-    from exporter.fields import FIELDS_BY_NAME
+    from exporter.fields.table import FIELDS_BY_NAME
 
     fake_nvml.hide_symbol("nvmlDeviceGetCurrentClocksEventReasons")
     fake_nvml.gpus[0].clocks_event_reasons = 0x8  # HW slowdown
@@ -391,7 +391,7 @@ def test_clock_event_reasons_on_a_driver_before_the_rename(fake_nvml: FakeNvml) 
 
 
 def test_xid_events_counted_in_the_window(fake_nvml: FakeNvml) -> None:
-    from exporter.counters import parse_counters
+    from exporter.fields.counters import parse_counters
 
     csv = "DCGM_FI_DEV_XID_ERRORS, gauge, last XID\nDCGM_EXP_XID_ERRORS_COUNT, counter, XIDs in the window\n"
     backend = NvmlBackend(pynvml)

@@ -9,7 +9,7 @@ from types import ModuleType
 import pynvml
 import pytest
 
-from exporter.fields import FIELDS
+from exporter.fields.table import FIELDS
 from tests import fakenvml
 from tests.fakenvml import FakeNvml
 from tests.support.scripts import load_script

@@ -8,13 +8,13 @@ import pynvml
 import pytest
 
 from exporter.backends.nvml import NvmlBackend
-from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import load_counters
-from exporter.pod_directory import KubeletLogDirectory
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.client import PodResourcesStatus
-from exporter.process_attribution import ProcessAttribution
-from exporter.procfs import ProcFs
+from exporter.fields.counters import load_counters
+from exporter.pods.directory import KubeletLogDirectory
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.client import PodResourcesStatus
+from exporter.pods.process_attribution import ProcessAttribution
+from exporter.pods.procfs import ProcFs
+from exporter.serving.collector import Collector, CollectorOptions, PodAttribution
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.fake_node import FakeNode

@@ -10,8 +10,8 @@ import pytest
 
 from exporter.backends.nvml import NvmlBackend
 from exporter.backends.sampled import SampledCalls
-from exporter.collector import Collector, CollectorOptions
-from exporter.counters import parse_counters
+from exporter.fields.counters import parse_counters
+from exporter.serving.collector import Collector, CollectorOptions
 from tests import fakenvml
 from tests.exporter_helpers import parse_metrics, value
 from tests.fakenvml import FakeNvml

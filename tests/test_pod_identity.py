@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from exporter.cgroups import CgroupPod, parse_cgroup_file, parse_cgroup_path
-from exporter.kube_client import api_client
-from exporter.kube_pod_directory import KubernetesApiDirectory, PodTables, pod_meta
-from exporter.pod_directory import KubeletLogDirectory, PodName, parse_container_log_link, parse_pod_log_dir
-from exporter.pod_mapping import PodRef
-from exporter.procfs import NoPod, ProcFs, Visibility
+from exporter.pods.cgroups import CgroupPod, parse_cgroup_file, parse_cgroup_path
+from exporter.pods.directory import KubeletLogDirectory, PodName, parse_container_log_link, parse_pod_log_dir
+from exporter.pods.kube_client import api_client
+from exporter.pods.kube_directory import KubernetesApiDirectory, PodTables, pod_meta
+from exporter.pods.mapping import PodRef
+from exporter.pods.procfs import NoPod, ProcFs, Visibility
 from tests.fake_node import FakeNode
 from tests.support.fake_kube import FakeKube
 from tests.support.fake_kube import pod as fake_pod

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from exporter.entities import GpuEntity
-from exporter.pod_mapping import (
+from exporter.fields.entities import GpuEntity
+from exporter.pods.mapping import (
     UNKNOWN_DEVICE_ID,
     DeviceAllocation,
     DeviceIdKind,

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from exporter.pod_metadata_labels import (
+from exporter.pods.metadata_labels import (
     PodLabelPolicy,
     compile_allowlist,
     sanitize_label_name,

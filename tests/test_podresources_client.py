@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
-from exporter.pod_mapping import DeviceAllocation, PodRef
-from exporter.podresources.client import (
+from exporter.pods.mapping import DeviceAllocation, PodRef
+from exporter.pods.podresources.client import (
     PodResourcesError,
     PodResourcesStatus,
     PodResourcesWatcher,
     list_allocations,
 )
-from exporter.podresources.v1 import api_pb2, api_pb2_grpc
+from exporter.pods.podresources.v1 import api_pb2, api_pb2_grpc
 from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def test_unexpected_exception_marks_down_and_keeps_polling(
     def boom(socket_path: str, timeout_s: float) -> list[DeviceAllocation]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("exporter.podresources.client.list_allocations", boom)
+    monkeypatch.setattr("exporter.pods.podresources.client.list_allocations", boom)
     watcher.start()
     wait_until(lambda: watcher.snapshot().errors_total >= 2)
     assert watcher.snapshot().error == "RuntimeError: boom"

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from adapter.api.resource_metrics import cpu_quantity, memory_quantity
-from adapter.rules import RulesError, parse_rules
+from adapter.rules import RulesError
+from adapter.rulesfile.loader import parse_rules
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer

@@ -20,7 +20,7 @@ from adapter.prometheus.client import Sample
 from adapter.provider.custom import CustomMetrics
 from adapter.provider.engine import Engine
 from adapter.provider.resource import ResourceMetrics
-from adapter.rules import load_rules
+from adapter.rulesfile.loader import load_rules
 from tests.conformance.upstream import catalogue_for, rules_config, series
 from tests.support.k8s_validation import REPO
 from tests.test_provider_values import ScriptedPrometheus

@@ -11,8 +11,8 @@ import pytest
 from adapter.kube.api import KubeApi
 from adapter.kube.config import load_api_client
 from adapter.kube.restmapper import discover
-from adapter.rules import parse_rules
 from adapter.rules.resources import GroupResource, ResourceTable, normalise_resource
+from adapter.rulesfile.loader import parse_rules
 from tests.support.adapter_process import AdapterProcess
 from tests.support.fake_kube import FakeKube
 from tests.support.metrics_endpoint import MetricsEndpoint

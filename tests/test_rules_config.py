@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapter.rules import (
-    GroupResource,
-    MissingValue,
-    RulesError,
-    gpu_presets,
-    load_rules,
-    parse_rules,
-)
+from adapter.presets.gpu import gpu_presets
+from adapter.rules import GroupResource, MissingValue, RulesError
 from adapter.rules.template import Template, TemplateError
+from adapter.rulesfile.loader import load_rules, parse_rules
 
 pytestmark = pytest.mark.unit
 

@@ -26,11 +26,11 @@ from adapter.rules import (
     is_namespaced,
     kind,
     normalise_resource,
-    parse_rules,
     result_object_name,
 )
 from adapter.rules.naming import compile_regexp, expand
 from adapter.rules.promql import matcher, quote, regex_literal
+from adapter.rulesfile.loader import parse_rules
 from tests.support.queries import custom_promql, external_promql
 from tests.support.tools import require_tool
 from tests.test_rules_config import DCGM_ADAPTER_RULES, HELM_DEFAULT_RULES

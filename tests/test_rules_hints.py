@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapter.rules import RulesError, parse_rules
+from adapter.rules import RulesError
+from adapter.rulesfile.loader import parse_rules
 
 pytestmark = pytest.mark.unit
 

@@ -9,18 +9,10 @@ from pathlib import Path
 import promql_parser
 import pytest
 
-from adapter.rules import (
-    GPU_PRESETS_YAML,
-    Catalogue,
-    GroupResource,
-    MetricInfo,
-    MissingValue,
-    build_catalogue,
-    gpu_presets,
-    parse_rules,
-    result_object_name,
-)
+from adapter.presets.gpu import GPU_PRESETS_YAML, gpu_presets
+from adapter.rules import Catalogue, GroupResource, MetricInfo, MissingValue, build_catalogue, result_object_name
 from adapter.rules.promql import quote
+from adapter.rulesfile.loader import parse_rules
 from tests.support.queries import custom_promql
 from tests.test_rules_engine import assert_promql, matchers_of, selectors
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapter.rules import RulesError
-from adapter.rules.source import RulesSource
+from adapter.rulesfile.source import RulesSource
 from tests.support.adapter_metrics import scrape, value
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint

@@ -13,8 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import Receive, Scope, Send
 
-from adapter.rules import parse_rules
-from adapter.rules.loader import rule_label
+from adapter.rulesfile.loader import parse_rules, rule_label
 from adapter.server.observe import ObserveRequests, route_of
 from adapter.server.selfmetrics import ROUTES, AdapterMetrics
 from tests.support.adapter_metrics import Samples, scrape, value

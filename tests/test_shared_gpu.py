@@ -9,15 +9,15 @@ import pytest
 
 from exporter.backends.base import GpuProcess, ProcessReport
 from exporter.backends.fake import FakeBackend, FakeStateError, fake_gpu_uuid, fake_mig_uuid, parse_state
-from exporter.collector import Collector, CollectorOptions, PodAttribution
-from exporter.counters import load_counters
-from exporter.entities import GpuEntity
-from exporter.pod_directory import KubeletLogDirectory, PodName
-from exporter.pod_mapping import DeviceAllocation, PodRef, build_share_index
-from exporter.podresources.client import PodResourcesStatus
-from exporter.process_attribution import ProcessAttribution
-from exporter.procfs import ProcFs
-from exporter.shared_gpu import EntityShares, PodShare, Unplaced, attribute
+from exporter.fields.counters import load_counters
+from exporter.fields.entities import GpuEntity
+from exporter.pods.directory import KubeletLogDirectory, PodName
+from exporter.pods.mapping import DeviceAllocation, PodRef, build_share_index
+from exporter.pods.podresources.client import PodResourcesStatus
+from exporter.pods.process_attribution import ProcessAttribution
+from exporter.pods.procfs import ProcFs
+from exporter.pods.shared_gpu import EntityShares, PodShare, Unplaced, attribute
+from exporter.serving.collector import Collector, CollectorOptions, PodAttribution
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.fake_node import FakeNode, FakePod
 

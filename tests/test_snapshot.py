@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exporter.exposition import Family
-from exporter.snapshot import Snapshot
+from exporter.serving.snapshot import Snapshot
 from tests.exporter_helpers import parse_metrics
 
 pytestmark = pytest.mark.unit

@@ -79,3 +79,43 @@ def test_overrides_that_cannot_apply_name_themselves(option: str, message: str) 
     with pytest.raises(OverrideError) as caught:
         apply_overrides(guide(), [option])
     assert message in str(caught.value)
+
+
+def readme_form() -> dict[str, Any]:
+    """Taurus' README (and site/dat/docs/ExecutionSettings.md) writes one execution as a mapping, its scenario
+    inline; bzt applies -o before it turns the mapping into a list (CLI.__configure, then Engine.unify_config)."""
+    return {"execution": {"concurrency": 10, "ramp-up": "1m", "hold-for": "1m30s",
+                          "scenario": {"requests": ["http://blazedemo.com/"]}}}
+
+
+def test_a_single_execution_mapping_takes_its_keys_without_an_index() -> None:
+    config = readme_form()
+    apply_overrides(config, ["execution.hold-for=30s", "execution.scenario.requests.0=http://127.0.0.1:8080/",
+                             "execution.^ramp-up="])
+    assert config["execution"] == {"concurrency": 10, "hold-for": "30s",
+                                   "scenario": {"requests": ["http://127.0.0.1:8080/"]}}
+
+
+@pytest.mark.parametrize(("config", "option", "message"), [
+    # bzt: pointer[0] on the mapping, a KeyError; here the path to write instead.
+    (readme_form(), "execution.0.hold-for=30s", "-o execution.0.hold-for=30s: execution is one mapping in this file, "
+                                                "not a list: its keys are set without an index, as bzt sets them "
+                                                "(-o execution.hold-for=...; bzt fails on 0 here too)"),
+    (readme_form(), "execution.0=x", "execution is one mapping in this file, not a list"),
+    # bzt: append() on the mapping, an AttributeError.
+    (readme_form(), "execution.-1.scenario=other", "execution is one mapping in this file, not a list, so there is "
+                                                   "nothing to append to (bzt fails here too)"),
+    # A request written as a URL and a scenario named by scenario hold no keys.
+    (guide(), "scenarios.vision-api.requests.0.method=POST",
+     "scenarios.vision-api.requests.0 is neither a mapping nor a list (the text "
+     "'https://vision-api.example.com/gputest'); a request written as a URL is replaced whole: "
+     "-o 'scenarios.vision-api.requests.0={url: https://vision-api.example.com/gputest, ...}'"),
+    (guide(), "execution.0.scenario.think-time=1s", "execution.0.scenario is neither a mapping nor a list (the text "
+                                                    "'vision-api'); it names a scenario, whose keys are set under "
+                                                    "scenarios.vision-api"),
+])
+def test_paths_that_do_not_fit_the_files_shape_say_which_path_does(config: dict[str, Any], option: str,
+                                                                   message: str) -> None:
+    with pytest.raises(OverrideError) as caught:
+        apply_overrides(config, [option])
+    assert message in str(caught.value)

@@ -67,6 +67,46 @@ def test_taurus_readme_form_one_execution_mapping_with_an_inline_scenario(tmp_pa
     assert plan.end_s == 150.0 and execution.user_starts()[0] == 3.0  # (1 - 0.5) * 60 s / 10
 
 
+def test_taurus_readme_form_overridden_as_bzt_overrides_it(tmp_path: Path) -> None:
+    """With execution written as one mapping, bzt's -o path is execution.KEY (it runs before the mapping becomes
+    a list of one)."""
+    config = {"execution": {"concurrency": 10, "ramp-up": "1m", "hold-for": "1m30s",
+                            "scenario": {"requests": ["http://blazedemo.com/"]}}}
+    plan = plan_of(tmp_path, config, "execution.hold-for=30s", "execution.concurrency=2")
+    (execution,) = plan.executions
+    assert (execution.concurrency, execution.hold_s, plan.end_s) == (2, 30, 90.0)
+
+
+def test_taurus_defaults_that_change_what_is_sent(tmp_path: Path) -> None:
+    """bzt/jmx/http.py: store-cache and retrieve-resources are on unless a scenario turns them off. The cache is
+    kept (loadtest.taurus.cache); embedded resources are not fetched, and a scenario leaving them on says so."""
+    plan = read_plan(yaml.safe_load(yaml.safe_dump(GUIDE)), Path("vision-api-bzt.yaml"))
+    assert plan.executions[0].scenario.store_cache is True
+    assert plan.notes == ("scenarios.vision-api: retrieve-resources is on (Taurus' default): JMeter would also "
+                          "fetch the images, scripts and styles an HTML answer embeds; this runner sends only the "
+                          "requests listed (retrieve-resources: false says so)",)
+    off = scenario(**{"store-cache": False, "retrieve-resources": False, "use-dns-cache-mgr": False})
+    plan = plan_of(tmp_path, off)
+    assert plan.executions[0].scenario.store_cache is False and plan.notes == ()
+
+
+def test_boolean_body_values_as_taurus_sends_them(tmp_path: Path) -> None:
+    """simple_body_dict (bzt/utils.py) counts a bool as a number (a Python bool is an int), so a flat mapping with
+    booleans is JMeter parameters, each value written by str() (_string_prop in bzt/jmx/base.py): True, False; with
+    Content-Type: application/json, or a bare boolean, json.dumps writes true."""
+    plan = plan_of(tmp_path, scenario(requests=[
+        {"url": "http://x/q", "body": {"stream": True, "n": 2}},
+        {"url": "http://x/form", "method": "POST", "body": {"stream": False}},
+        {"url": "http://x/json", "method": "POST", "body": {"stream": True},
+         "headers": {"Content-Type": "application/json"}},
+        {"url": "http://x/bare", "method": "POST", "body": True},
+    ]))
+    query, form, as_json, bare = plan.executions[0].scenario.requests
+    assert (query.url, query.body) == ("http://x/q?stream=True&n=2", None)
+    assert form.body == b"stream=False"
+    assert as_json.body == b'{"stream": true}' and bare.body == b"true"
+
+
 def test_without_durations_each_user_makes_one_pass(tmp_path: Path) -> None:
     """get_load (bzt/engine/modules.py): no ramp-up, hold-for or iterations: 1 iteration; test_default_iteartions."""
     plan = plan_of(tmp_path, {"execution": [{"concurrency": 3, "scenario": "s"}],
@@ -193,9 +233,9 @@ BAD = [
     ("no default-address", scenario(requests=["/infer"]), [], "scenarios.s.requests.0.url", "no default-address"),
     ("a JMeter variable", scenario(requests=["http://x/${id}"]), [], "scenarios.s.requests.0.url",
      "JMeter variables and functions are not evaluated"),
-    ("browser cache", scenario(**{"store-cache": True}), [], "scenarios.s.store-cache",
-     "(store-cache: false is accepted); remove it from the file, or drop it for this run with "
-     "-o scenarios.s.^store-cache="),
+    ("embedded resources", scenario(**{"retrieve-resources": True}), [], "scenarios.s.retrieve-resources",
+     "(retrieve-resources: false is accepted); remove it from the file, or drop it for this run with "
+     "-o scenarios.s.^retrieve-resources="),
     ("a pass/fail reporter", {**simple(), "reporting": [{"module": "passfail", "criteria": ["avg-rt>1s"]}]}, [],
      "reporting.0", "reporter 'passfail' is not run"),
     ("engine settings", {**simple(), "settings": {"artifacts-dir": "/tmp/x"}}, [], "settings",
@@ -206,6 +246,16 @@ BAD = [
     ("not a mapping", "- just\n- a list\n", [], "the file", "expected a Taurus file"),
     ("not YAML", "execution: [\n", [], "not valid YAML (line 2", ""),
     ("concurrency 0", simple(concurrency=0), [], "execution.0.concurrency", "at least 1"),
+    # One execution written as a mapping: its keys are execution.KEY, as bzt's -o addresses them.
+    ("one execution's refused key", {"execution": {"hold-for": "5s", "executor": "locust", "scenario": {
+        "requests": ["http://x/"]}}}, [], "execution.executor", "drop it for this run with -o execution.^executor="),
+    ("an index into one execution", {"execution": {"hold-for": "5s", "scenario": {"requests": ["http://x/"]}}},
+     ["execution.0.hold-for=30s"], "-o execution.0.hold-for=30s: execution is one mapping",
+     "(-o execution.hold-for=...; bzt fails on 0 here too)"),
+    ("a DNS cache manager", scenario(**{"use-dns-cache-mgr": True}), [], "scenarios.s.use-dns-cache-mgr",
+     "(use-dns-cache-mgr: false is accepted)"),
+    ("several documents, one not a mapping", "execution: {scenario: {requests: ['http://x/']}}\n---\n- x\n", [],
+     "document 2 (of 2)", "expected a Taurus file (a mapping)"),
 ]
 
 

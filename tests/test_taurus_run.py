@@ -170,6 +170,47 @@ def test_store_cookie_false_sends_no_cookie(tmp_path: Path) -> None:
     assert [a.headers.get("cookie") for a in server.seen("/after")] == [None, None]
 
 
+def test_the_headers_a_server_sees_are_jmeters(tmp_path: Path) -> None:
+    """JMeter's HttpClient 4 sends Host, Connection and User-Agent (and a body's Content-Length), no Accept and no
+    Accept-Encoding (HTTPHC4Impl builds its client with content compression off), so a server answers as it would
+    answer JMeter: uncompressed."""
+    config = {"execution": [{"concurrency": 1, "iterations": 1, "scenario": "s"}],
+              "scenarios": {"s": {"requests": ["/plain", {"url": "/posted", "method": "POST", "body": "x",
+                                                          "keepalive": False}]}}}
+    with RecordingServer() as server:
+        run_file(tmp_path, config, "-o", f"scenarios.s.default-address={server.url}")
+    plain, posted = server.seen("/plain")[0], server.seen("/posted")[0]
+    assert set(plain.headers) == {"host", "connection", "user-agent"}, plain.headers
+    assert plain.headers["connection"] == "keep-alive"
+    assert set(posted.headers) == {"host", "connection", "user-agent", "content-length"}, posted.headers
+    assert posted.headers["connection"] == "close"
+
+
+CACHED = {"execution": [{"concurrency": 1, "iterations": 2, "scenario": "s"}],
+          "scenarios": {"s": {"requests": ["/cached", "/cached", "/etag", "/etag"]}}}
+
+
+def test_store_cache_keeps_jmeters_cache_for_each_pass(tmp_path: Path) -> None:
+    """Taurus' default store-cache: true, JMeter's cache manager cleared at each pass (loadtest.taurus.cache). In
+    each of the 2 passes: the second /cached (max-age=60) is not sent, and not counted, as JMeter records no sample
+    for it; the second /etag (no-cache) is sent with If-None-Match and answered 304, a success."""
+    with RecordingServer() as server:
+        summary, _ = run_file(tmp_path, CACHED, "-o", f"scenarios.s.default-address={server.url}")
+    assert len(server.seen("/cached")) == 2
+    assert [a.headers.get("if-none-match") for a in server.seen("/etag")] == [None, '"v1"', None, '"v1"']
+    assert summary["requests"] == {"sent": 6, "ok": 6, "errors": 0, "dropped": 0}
+    assert (summary["labels"]["/cached"]["requests"], summary["labels"]["/etag"]["ok"]) == (2, 4)
+
+
+def test_store_cache_false_sends_every_request_in_full(tmp_path: Path) -> None:
+    with RecordingServer() as server:
+        summary, _ = run_file(tmp_path, CACHED, "-o", f"scenarios.s.default-address={server.url}",
+                              "-o", "scenarios.s.store-cache=false")
+    assert len(server.seen("/cached")) == 4
+    assert all("if-none-match" not in a.headers for a in server.arrivals)
+    assert summary["requests"]["sent"] == 8
+
+
 def test_several_executions_run_at_once(tmp_path: Path) -> None:
     """As Taurus runs its execution items in parallel (ExecutionSettings.md, "Startup Schedule"): the second,
     delayed 1 s, overlaps the first."""

@@ -1,7 +1,8 @@
 """The calls delegated auth makes to kube-apiserver: TokenReview, SubjectAccessReview, the front-proxy ConfigMap.
 
 The reviews are small JSON documents sent and read as such, without the client's models, over the adapter's one
-async HTTP stack (adapter/kube/asyncapi.py: aiohttp on the serving loop, no worker thread).
+async HTTP stack (adapter/kube/asyncapi.py: aiohttp on the serving loop; only a credential refresh, such as a
+kubeconfig exec plugin, runs in a worker thread, adapter/kube/credentials.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from adapter.kube.api import KubeApiError, KubeError
 from adapter.kube.asyncapi import AsyncKubeApi
 
 if TYPE_CHECKING:
-    from kubernetes.client import Configuration
+    from adapter.kube.api import KubeClient
 
 REQUEST_TIMEOUT_S = 10.0  # the Go library's webhook client timeout
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -84,8 +85,8 @@ def access_result(review: dict[str, Any]) -> AccessResult:
 
 
 class KubeDelegate:
-    def __init__(self, configuration: Configuration) -> None:
-        self._api = AsyncKubeApi(configuration, REQUEST_TIMEOUT_S)
+    def __init__(self, client: KubeClient) -> None:
+        self._api = AsyncKubeApi(client, REQUEST_TIMEOUT_S)
 
     async def review_token(self, token: str) -> TokenResult:
         body = orjson.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}})

@@ -75,6 +75,11 @@ class AuthMiddleware:
             self._observe(AuthOutcome("failed", "denied"))
             await _status(send, ApiError(401, "Unauthorized"))
             return
+        except DelegationUnavailable as exc:  # no TokenReview answer: fail closed, as an authorisation check does
+            log.warning("authentication check failed", extra={"path": path, "error": str(exc)})
+            self._observe(AuthOutcome("failed", "error"))
+            await _status(send, ApiError(503, f"authentication check failed: {exc}"))
+            return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         attrs = request_attributes(scope["method"], path, watch=query.get("watch", [""])[0] in ("true", "1"))
         try:

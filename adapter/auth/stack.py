@@ -84,7 +84,7 @@ class AuthStack:
             raise AuthSetupError(
                 "authentication and authorisation are delegated to kube-apiserver, and there is no Kubernetes API: "
                 "run in a pod, pass --kubeconfig, or pass --disable-auth for local use")
-        delegate = self.delegate = KubeDelegate(api_client.configuration)
+        delegate = self.delegate = KubeDelegate(api_client)
         fixed = fixed_client_cas(options)
         self._ssl: ssl.SSLContext | None = None
         self.source = ClientCASource(fixed, None if options.skip_lookup else delegate,

@@ -23,7 +23,7 @@ from adapter.prometheus.querycache import QueryCache
 from adapter.provider.engine import Engine
 from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
 from adapter.rules.resources import BUILTIN
-from adapter.rules.source import RulesSource
+from adapter.rulesfile.source import RulesSource
 from adapter.server.app import create_app
 from adapter.server.certreload import ServingCertificate
 from adapter.server.certs import self_signed

@@ -9,10 +9,12 @@ from yarl import URL
 
 from adapter.cli import goflag
 from adapter.cli.flags import Options, UsageError
+from adapter.presets.gpu import gpu_presets
 from adapter.prometheus import credentials
 from adapter.prometheus.client import PrometheusConfig, header_name_ok, header_value_ok
 from adapter.prometheus.credentials import PrometheusCredentials
-from adapter.rules import RulesConfig, gpu_presets, load_rules
+from adapter.rules import RulesConfig
+from adapter.rulesfile.loader import load_rules
 from adapter.server.lifecycle import ShutdownSettings
 from adapter.server.serving import TLSSettings, TLSSettingsError
 

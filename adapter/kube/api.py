@@ -2,23 +2,27 @@
 
 Deserialising thousands of objects into generated model classes is slow and keeps every field (the cache needs
 three per object), so the adapter sends and reads the JSON itself. Every failure becomes a ``KubeApiError`` (the
-server answered with an error) or a ``KubeTransportError`` (no usable answer: refused, reset, timed out,
-truncated).
+server answered with an error), a ``KubeTransportError`` (no usable answer: refused, reset, timed out,
+truncated) or a ``KubeCredentialError`` (no credentials to send: adapter.kube.credentials).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import urllib3
 
+from adapter.kube.credentials import Credential, Credentials, ReloadedConfiguration
+from adapter.kube.errors import KubeApiError, KubeError, KubeTransportError
 from adapter.rules.resources import GroupResource
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
+    from kubernetes.client.rest import RESTClientObject
 
 # Metadata-only answers (PartialObjectMetadata); a server that does not know the form falls back to plain JSON.
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
@@ -29,31 +33,6 @@ Query = Sequence[tuple[str, str]]
 Timeout = float | tuple[float, float]
 
 
-class KubeError(Exception):
-    pass
-
-
-class KubeApiError(KubeError):
-    """A non-2xx answer (or a watch ``ERROR`` event), with the ``Status`` fields when the body carried one."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
-        self.code = code
-        self.reason = reason
-        self.message = message
-
-    @classmethod
-    def from_status(cls, code: int, body: Any, fallback: str) -> KubeApiError:
-        if isinstance(body, dict) and body.get("kind") == "Status":
-            return cls(int(body.get("code") or code), str(body.get("reason") or ""),
-                       str(body.get("message") or fallback))
-        return cls(code, "", fallback)
-
-
-class KubeTransportError(KubeError):
-    pass
-
-
 def collection_path(group: str, version: str, resource: str) -> str:
     """The cluster-wide collection URL path: ``/api/v1/pods``, ``/apis/apps/v1/deployments``."""
     return f"/api/{version}/{resource}" if not group else f"/apis/{group}/{version}/{resource}"
@@ -62,51 +41,76 @@ def collection_path(group: str, version: str, resource: str) -> str:
 USER_AGENT = "gpu-adapter (kubernetes-client-python)"
 
 
-def request_headers(configuration: Configuration, *, accept: str = JSON, body: bool = False) -> dict[str, str]:
-    """A request's headers; the bearer token read through ``get_api_key_with_prefix``, which runs the loaders'
-    refresh hook (a rotated service-account token, an exec plugin) first."""
+def request_headers(authorization: str | None, *, accept: str = JSON, body: bool = False) -> dict[str, str]:
     headers = {"Accept": accept, "User-Agent": USER_AGENT}
     if body:
         headers["Content-Type"] = JSON
-    token = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-    if token:
-        headers["Authorization"] = token
+    if authorization:
+        headers["Authorization"] = authorization
     return headers
 
 
 class KubeClient:
-    """One API server connection pool: a ``Configuration`` (kubeconfig or in-cluster) and the client's REST layer.
+    """One API server: its ``Configuration`` (kubeconfig or in-cluster: host, CA, proxy) and ``Credentials``
+    (adapter.kube.credentials: token and client certificate, kept current in a worker thread), over the
+    client's REST layer. A client certificate that changes gets a new connection pool.
 
-    The bearer token is read through ``Configuration.get_api_key_with_prefix`` on every request, so the loaders'
-    refresh hooks (a rotated service-account token, an exec plugin) keep working.
+    Without ``credentials``, those of ``configuration`` are used: its token read through
+    ``get_api_key_with_prefix`` (a loader's refresh hook runs there, off the serving loop) every minute and after
+    a 401, its client certificate files re-read as often.
     """
 
-    def __init__(self, configuration: Configuration) -> None:
-        from kubernetes.client import rest
+    def __init__(self, configuration: Configuration, credentials: Credentials | None = None) -> None:
         from kubernetes.client.exceptions import ApiException
 
         self.configuration = configuration
-        self._rest = rest.RESTClientObject(configuration)
+        self.credentials = credentials or Credentials(ReloadedConfiguration(
+            lambda: configuration, f"the credentials for {configuration.host}"))
         self._rest_error = ApiException
+        self._rest: RESTClientObject | None = None
+        self._rest_identity = b""
+        self._rest_lock = threading.Lock()
 
     @property
     def host(self) -> str:
         return str(self.configuration.host)
 
     def close(self) -> None:
-        self._rest.pool_manager.clear()
+        with self._rest_lock:
+            if self._rest is not None:
+                self._rest.pool_manager.clear()
+        self.credentials.close()
+
+    def _rest_for(self, credential: Credential) -> RESTClientObject:
+        """The REST layer for ``credential``'s TLS material: a new pool when it changed (the old one's idle
+        connections closed; a watch reading on one of its connections goes on until it ends)."""
+        from kubernetes.client import rest
+
+        with self._rest_lock:
+            if self._rest is None or self._rest_identity != credential.identity:
+                old, self._rest = self._rest, rest.RESTClientObject(credential.configuration)
+                self._rest_identity = credential.identity
+                if old is not None:
+                    old.pool_manager.clear()
+            return self._rest
 
     def request(self, method: str, path: str, query: Query = (), *, body: Any = None, accept: str = JSON,
                 timeout: Timeout) -> urllib3.BaseHTTPResponse:
-        """Send one request; the unread response whatever its status. Transport failures are ``KubeTransportError``."""
+        """Send one request; the unread response whatever its status. Transport failures are ``KubeTransportError``,
+        no credentials ``KubeCredentialError``."""
         url = self.host + path + (f"?{urlencode(list(query))}" if query else "")
-        headers = request_headers(self.configuration, accept=accept, body=body is not None)
+        credential = self.credentials.get(timeout[0] if isinstance(timeout, tuple) else timeout)
+        headers = request_headers(credential.authorization, accept=accept, body=body is not None)
         try:
-            return self._rest.request(method, url, headers=headers, body=body, _request_timeout=timeout).response
+            response = self._rest_for(credential).request(method, url, headers=headers, body=body,
+                                                          _request_timeout=timeout).response
         except self._rest_error as exc:  # the REST layer turns TLS failures into status-0 ApiExceptions
             raise KubeTransportError(f"{method} {self.host}{path}: {' '.join(str(exc.reason).split())}") from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise KubeTransportError(f"{method} {self.host}{path}: {_describe(exc)}") from None
+        if response.status == 401:
+            self.credentials.invalidate(credential)
+        return response
 
 
 class KubeApi:

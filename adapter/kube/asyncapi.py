@@ -1,17 +1,17 @@
 """kube-apiserver calls made on the serving loop (the delegated reviews, the front-proxy ConfigMap), over aiohttp.
 
-Built from the official client's ``Configuration``, which keeps what it does well (kubeconfig and in-cluster
-loading, token refresh): its host, CA, client certificate and key, ``verify_ssl``, ``tls_server_name`` and proxy
-settings make the connection, and the bearer token is read through ``Configuration.get_api_key_with_prefix`` on
-every request, so the loaders' refresh hooks (a rotated service-account token, an exec plugin) keep working.
-Errors are those of the synchronous layer (``adapter.kube.api``): ``KubeApiError`` when the server answered with
-an error, ``KubeTransportError`` when no usable answer came.
+Built from a ``KubeClient``: its ``Configuration``'s host, ``tls_server_name`` and proxy settings make the
+connection; its ``Credentials`` (adapter.kube.credentials) give the token and the TLS context (CA, client
+certificate) of each request. Reading them never blocks the loop: an exec plugin or a file re-read runs in a worker
+thread, and a request that has to wait for it awaits that thread. A changed client certificate comes with a new
+TLS context, so new connections present it. Errors are those of the synchronous layer (``adapter.kube.api``):
+``KubeApiError`` when the server answered with an error, ``KubeTransportError`` when no usable answer came,
+``KubeCredentialError`` when there were no credentials to send.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -23,19 +23,9 @@ from adapter.kube.api import KubeApiError, KubeTransportError, request_headers
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
 
+    from adapter.kube.api import KubeClient
+
 _MAX_CONNECTIONS = 16  # reviews are small and quick; the Go library's webhook client keeps its own pool too
-
-
-def tls_context(configuration: Configuration) -> ssl.SSLContext:
-    """TLS from the official client's ``Configuration``: its CA (file or PEM data), client certificate and key, and
-    ``verify_ssl``; not its ``assert_hostname`` (``tls_server_name`` is passed per request instead)."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def proxy_for(configuration: Configuration) -> str | None:
@@ -48,12 +38,12 @@ def proxy_for(configuration: Configuration) -> str | None:
 
 
 class AsyncKubeApi:
-    def __init__(self, configuration: Configuration, timeout_s: float) -> None:
-        self.configuration = configuration
+    def __init__(self, client: KubeClient, timeout_s: float) -> None:
+        configuration = client.configuration
+        self.credentials = client.credentials
         self.timeout_s = timeout_s
         self._host = str(configuration.host).rstrip("/")
-        https = self._host.startswith("https:")
-        self._http = LoopSession(limit=_MAX_CONNECTIONS, tls=tls_context(configuration) if https else None)
+        self._http = LoopSession(limit=_MAX_CONNECTIONS)  # the TLS context comes with each request's credential
         self._proxy = proxy_for(configuration)
         self._server_hostname = configuration.tls_server_name or None
 
@@ -68,19 +58,22 @@ class AsyncKubeApi:
         return await self._call("GET", path, None)
 
     async def _call(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
-        headers = request_headers(self.configuration, body=body is not None)
+        credential = await self.credentials.aget(self.timeout_s)
+        headers = request_headers(credential.authorization, body=body is not None)
         what = f"{method} {self._host}{path}"
         try:
             async with asyncio.timeout(self.timeout_s):
                 async with self._http.get().request(method, self._host + path, data=body, headers=headers,
                                                     proxy=self._proxy, server_hostname=self._server_hostname,
-                                                    ) as response:
+                                                    ssl=credential.tls or True) as response:
                     status, raw = response.status, await response.read()
         except TimeoutError:
             raise KubeTransportError(f"{what}: no answer within {self.timeout_s:g}s") from None
         except (aiohttp.ClientError, OSError) as exc:
             text = " ".join(str(exc).split())
             raise KubeTransportError(f"{what}: {type(exc).__name__}: {text}".rstrip(": ")) from None
+        if status == 401:
+            self.credentials.invalidate(credential)
         try:
             document = orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -26,8 +26,8 @@ from adapter.prometheus.querycache import QueryCache
 from adapter.provider.resolvers import ObjectResolver, StandaloneResolver
 from adapter.rules import Binding, Catalogue, GroupResource
 from adapter.rules.freshness import freshness_query
-from adapter.rules.loader import rule_label
 from adapter.rules.selectors import Requirement, SelectorError, parse_selector, to_promql_matchers
+from adapter.rulesfile.loader import rule_label
 
 log = logging.getLogger("adapter.provider")
 promql_log = logging.getLogger("adapter.promql")  # every rendered query, at --v 6

@@ -34,8 +34,8 @@ from adapter.provider.explain_resource import explain_resource, render_resource_
 from adapter.provider.external import ExternalMetrics
 from adapter.provider.resolvers import ObjectResolver
 from adapter.rules import Binding, RulesConfig, result_object_name
-from adapter.rules.loader import rule_label
 from adapter.rules.resource_rules import ResourceRules
+from adapter.rulesfile.loader import rule_label
 
 if TYPE_CHECKING:  # rich is imported when a report is rendered, never by the server
     from rich.console import Console

@@ -3,8 +3,6 @@
 from adapter.rules.catalogue import Binding, Catalogue, MetricInfo, build_catalogue
 from adapter.rules.config import DiscoveryRule, MissingValue, RulesConfig
 from adapter.rules.errors import QueryError, RulesError
-from adapter.rules.loader import load_rules, parse_rules
-from adapter.rules.presets import GPU_PRESETS_YAML, gpu_presets
 from adapter.rules.query import result_object_name
 from adapter.rules.resources import (
     GroupResource,
@@ -16,7 +14,6 @@ from adapter.rules.resources import (
 )
 
 __all__ = [
-    "GPU_PRESETS_YAML",
     "Binding",
     "Catalogue",
     "DiscoveryRule",
@@ -29,11 +26,8 @@ __all__ = [
     "RulesError",
     "api_version",
     "build_catalogue",
-    "gpu_presets",
     "is_namespaced",
     "kind",
-    "load_rules",
     "normalise_resource",
-    "parse_rules",
     "result_object_name",
 ]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from adapter.kube.resolver import KubeResolver
     from adapter.kube.restmapper import ResourceDiscovery
     from adapter.prometheus.querycache import QueryCache
-    from adapter.rules.source import RulesSource
+    from adapter.rulesfile.source import RulesSource
     from adapter.server.certreload import ServingCertificate
 
 

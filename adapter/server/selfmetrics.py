@@ -19,7 +19,7 @@ from adapter.prometheus.client import PrometheusError, PrometheusUnavailable
 if TYPE_CHECKING:
     from adapter.prometheus.discovery import Discovery
     from adapter.prometheus.querycache import QueryCache
-    from adapter.rules.source import RulesSource
+    from adapter.rulesfile.source import RulesSource
     from adapter.server.certreload import ServingCertificate
     from adapter.server.lifecycle import Lifecycle
 

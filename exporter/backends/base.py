@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
-from exporter.entities import GpuEntity
-from exporter.fields import Field, Value
+from exporter.fields.entities import GpuEntity
+from exporter.fields.table import Field, Value
 
 DeviceMode = Literal["f", "g", "i", "g+i"]
 

@@ -74,8 +74,8 @@ from exporter.backends.base import (
     XidEvent,
     select_entities,
 )
-from exporter.entities import GpuEntity
-from exporter.fields import FIELDS_BY_NAME, MIB, Field, Value
+from exporter.fields.entities import GpuEntity
+from exporter.fields.table import FIELDS_BY_NAME, MIB, Field, Value
 
 log = logging.getLogger("exporter.fake")
 

@@ -29,8 +29,8 @@ from exporter.backends.base import (
 )
 from exporter.backends.gpm import GpmSampler, Results
 from exporter.backends.sampled import SampledCalls
-from exporter.entities import GpuEntity
-from exporter.fields import Field, Value
+from exporter.fields.entities import GpuEntity
+from exporter.fields.table import Field, Value
 
 log = logging.getLogger("exporter.nvml")
 

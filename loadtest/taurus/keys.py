@@ -1,8 +1,9 @@
 """The keys ``gpu-loadtest run --taurus`` reads at each level of a Taurus file, and those it refuses (pure).
 
-One table per level. A key either has a reader (the value into a typed value; it raises ``TaurusValueError``) or is
-refused with the reason; a refused key may still be accepted with the one value that asks for what this runner does
-anyway (``store-cache: false``). A key in no table is unknown. Nothing is ignored: docs/taurus.md lists the same.
+One table per level. A key either has a reader (the value into a typed value; it raises ``TaurusValueError`` or
+``DurationError``) or is refused with the reason; a refused key may still be accepted with the one value that asks
+for what this runner does anyway (``use-dns-cache-mgr: false``, which Taurus' JMX converter writes in every file).
+A key in no table is unknown. Nothing is ignored: docs/taurus.md lists the same.
 
 Sources (Taurus' repository): site/dat/docs/ExecutionSettings.md (execution keys), site/dat/docs/JMeter.md
 ("Global Settings", "HTTP Requests", "Extractors", "Assertions", "JSR223 Blocks", "Logic Blocks"),
@@ -16,7 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loadtest.taurus.values import TaurusValueError, parse_duration, parse_think_time
+from clikit.durations import parse_taurus_duration
+from loadtest.taurus.values import TaurusValueError, parse_think_time
 
 __all__ = ["ANY_VALUE", "EXECUTION", "LEVELS", "LOGIC_BLOCKS", "REQUEST", "SCENARIO", "TOP_LEVEL", "Key", "markdown",
            "read_flag"]
@@ -133,14 +135,14 @@ TOP_LEVEL: dict[str, Key] = {
 EXECUTION: dict[str, Key] = {
     "concurrency": Key("virtual users (default 1); per provisioning (`{local: 10, cloud: 100}`): `local`",
                        read=_per_provisioning(_count)),
-    "ramp-up": Key("seconds to reach `concurrency` (whole seconds)", read=parse_duration),
-    "hold-for": Key("seconds to hold `concurrency` after the ramp-up (whole seconds)", read=parse_duration),
+    "ramp-up": Key("seconds to reach `concurrency` (whole seconds)", read=parse_taurus_duration),
+    "hold-for": Key("seconds to hold `concurrency` after the ramp-up (whole seconds)", read=parse_taurus_duration),
     "iterations": Key("passes over the requests per user (a regular thread group)", read=_count),
     "throughput": Key("requests per second at most (Taurus' shaper); per provisioning like `concurrency`",
                       read=_per_provisioning(_rate)),
     "steps": Key("the ramp-up in this many equal steps", read=_count),
     "scenario": Key("a name under `scenarios`, or a scenario written inline", read=_scenario_ref),
-    "delay": Key("start this long after the run starts", read=parse_duration),
+    "delay": Key("start this long after the run starts", read=parse_taurus_duration),
     "executor": Key("this runner runs what Taurus' default executor, JMeter, runs from a requests scenario; other "
                     "executors (locust, gatling, k6, ...) have their own semantics", only="jmeter"),
     "start-at": Key("starting at a wall-clock time is not supported (delay is)"),
@@ -167,15 +169,20 @@ SCENARIO: dict[str, Key] = {
     "headers": Key("headers of every request", read=_headers),
     "think-time": Key("the wait before each request: a duration, or uniform/gaussian/poisson(MEAN, DEV)",
                       read=parse_think_time),
-    "timeout": Key("per request (default 30s)", read=parse_duration),
+    "timeout": Key("per request (default 30s)", read=parse_taurus_duration),
     "keepalive": Key("reuse connections (default true; false sends `Connection: close`)", read=read_flag),
     "follow-redirects": Key("follow redirects (default true)", read=read_flag),
     "store-cookie": Key("each user keeps the cookies it is sent (default true)", read=read_flag),
-    "store-cache": Key("JMeter's cache manager (browser caching) is not emulated", only=False),
-    "retrieve-resources": Key("embedded resources of HTML pages are not fetched", only=False),
+    "store-cache": Key("each user keeps JMeter's cache of GET answers for one pass over the requests (default true, "
+                       "as Taurus writes it: a fresh answer is not asked again, a stale one is asked with "
+                       "If-None-Match/If-Modified-Since)", read=read_flag),
+    "retrieve-resources": Key("the images, scripts and styles an HTML answer embeds are not fetched (left out, "
+                              "Taurus' default true gets a note)", only=False),
     "retrieve-resources-regex": _jmeter_only("retrieve-resources-regex"),
     "concurrent-pool-size": _jmeter_only("concurrent-pool-size"),
-    "use-dns-cache-mgr": _jmeter_only("use-dns-cache-mgr (host names resolve through the system's resolver)"),
+    "use-dns-cache-mgr": Key("the DNS cache manager is a JMeter setting this runner does not emulate (each JMeter "
+                             "user keeps the address it resolved first; here a user resolves through the system's "
+                             "resolver when it opens a connection)", only=False),
     "force-parent-sample": _jmeter_only("force-parent-sample"),
     "data-sources": Key("data sources (CSV files feeding variables) are not read: JMeter variables are not "
                         "evaluated by this runner"),

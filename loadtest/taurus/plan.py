@@ -1,10 +1,12 @@
 """A Taurus YAML file (and ``-o`` overrides) read into a typed :class:`TaurusPlan`, or one error naming the file and
 the key (pure but for reading the file and any ``body-file``).
 
-What each key means here, and where Taurus says so, is in ``keys`` (the tables), ``values`` (durations, think
-times) and ``schedule`` (users and the throughput cap); this module resolves the pieces Taurus resolves:
+What each key means here, and where Taurus says so, is in ``keys`` (the tables), ``values`` (think times),
+``clikit.durations`` (Taurus' durations), ``merge`` (a file's documents into one config, with the ``~``, ``^``, ``$``
+prefixes) and ``schedule`` (users and the throughput cap); this module resolves the pieces Taurus resolves:
 
-* ``execution`` is a list, or one mapping standing for a one-item list (site/dat/docs/ExecutionSettings.md);
+* ``execution`` is a list, or one mapping standing for a one-item list (site/dat/docs/ExecutionSettings.md; the
+  mapping's keys are ``execution.KEY`` in messages, as ``-o`` addresses them before Taurus expands the shorthand);
   its items run concurrently, as Taurus runs them by default ("Startup Schedule" there), each after its ``delay``.
 * ``concurrency`` defaults to 1 (``_divide_concurrency`` in ``bzt/jmx/tools.py`` never gives a group 0 threads);
   with no ``ramp-up``/``hold-for`` and no ``iterations``, each user makes 1 pass (``get_load`` in
@@ -18,10 +20,13 @@ times) and ``schedule`` (users and the throughput cap); this module resolves the
   host and port: ``_get_http_defaults`` in ``bzt/jmx/base.py``). Request settings (``headers``, ``think-time``,
   ``timeout``, ``keepalive``, ``follow-redirects``) override the scenario's (``Request.priority_option`` in
   ``bzt/requests_model.py``); headers merge by name, the request's winning. Defaults from ``bzt/jmx/http.py``:
-  ``timeout`` 30s, ``keepalive``, ``follow-redirects`` and ``store-cookie`` true.
+  ``timeout`` 30s, ``keepalive``, ``follow-redirects``, ``store-cookie`` and ``store-cache`` true;
+  ``retrieve-resources`` is true there too, which this runner does not do: a scenario that leaves it on gets a note.
 * ``body``: text is sent as it is; a number, a list, a nested mapping, or any mapping when the merged
-  ``Content-Type`` header is exactly ``application/json``, is sent as JSON; a flat mapping otherwise is JMeter
-  parameters (``convert_body_to_string`` in ``bzt/utils.py``): the query string of a GET, DELETE or OPTIONS
+  ``Content-Type`` header is exactly ``application/json``, is sent as JSON; a flat mapping (text and numbers, so
+  booleans too, written as Python writes them: ``True``) otherwise is JMeter parameters (``convert_body_to_string``
+  and ``simple_body_dict`` in ``bzt/utils.py``, ``_string_prop`` in ``bzt/jmx/base.py``): the query string of a GET,
+  DELETE or OPTIONS
   (``HTTPSamplerBase.getUrl`` in JMeter), a form body of a POST. ``body-file`` is the file's bytes (not with GET:
   Taurus sends no body then, ``HTTPProtocolHandler.get_sampler_pair``).
 """
@@ -32,14 +37,16 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import yaml
 
+from clikit.durations import DurationError
 from loadtest.taurus.keys import ANY_VALUE, EXECUTION, LOGIC_BLOCKS, REQUEST, SCENARIO, TOP_LEVEL, Key
+from loadtest.taurus.merge import PREFIXES, merge_documents, prefix_of, replace_tabs
 from loadtest.taurus.overrides import OverrideError, apply_overrides
 from loadtest.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
 from loadtest.taurus.values import TaurusValueError, ThinkTime
@@ -70,9 +77,13 @@ class HttpRequest:
 
 @dataclass(frozen=True)
 class Scenario:
+    """``store_cookie``: each user keeps a cookie jar; ``store_cache``: each user keeps JMeter's cache of GET answers
+    for one pass (``loadtest.taurus.cache``)."""
+
     name: str
     requests: tuple[HttpRequest, ...]
     store_cookie: bool = True
+    store_cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -202,6 +213,8 @@ class _Reader:
         for key, value in mapping.items():
             where = f"{path}.{key}" if path else str(key)
             spec = table.get(str(key))
+            if spec is None and prefix_of(key):
+                raise self.error(where, _unmerged_prefix(str(key)))
             if spec is None:
                 close = difflib.get_close_matches(str(key), list(table), n=1)
                 hint = f"; did you mean {close[0]}?" if close else ""
@@ -217,7 +230,7 @@ class _Reader:
                 continue
             try:
                 values[str(key)] = spec.read(value)
-            except TaurusValueError as exc:
+            except (TaurusValueError, DurationError) as exc:
                 raise self.error(where, str(exc)) from None
         return values
 
@@ -230,12 +243,13 @@ class _Reader:
         items = top.get("execution")
         if items is None:
             raise self.error("execution", "missing: the file runs nothing")
-        if isinstance(items, Mapping):
-            items = [items]
-        if not isinstance(items, list) or not items:
+        if isinstance(items, Mapping):  # one execution, its keys at execution.KEY (as -o addresses them)
+            executions: tuple[Execution, ...] = (self._execution(0, "execution", items, scenarios),)
+        elif isinstance(items, list) and items:
+            executions = tuple(self._execution(i, f"execution.{i}", item, scenarios) for i, item in enumerate(items))
+        else:
             raise self.error("execution", f"expected a list of executions, got {items!r}")
-        executions = tuple(self._execution(i, item, scenarios) for i, item in enumerate(items))
-        return TaurusPlan(self.source, executions, tuple(self.notes))
+        return TaurusPlan(self.source, executions, tuple(dict.fromkeys(self.notes)))
 
     def _reporting(self, reporting: object) -> None:
         if reporting is None:
@@ -249,10 +263,9 @@ class _Reader:
                                                    f"remove it, or drop it for this run with -o reporting.^{i}=")
         self.notes.append("reporting (console, final-stats): this runner prints its own progress and summary")
 
-    def _execution(self, index: int, item: object, scenarios: Mapping[str, Any]) -> Execution:
-        path = f"execution.{index}"
+    def _execution(self, index: int, path: str, item: object, scenarios: Mapping[str, Any]) -> Execution:
         values = self.level(item, EXECUTION, path, "an execution")
-        scenario = self._scenario_of(path, values.get("scenario"), scenarios)
+        scenario = self._scenario_of(index, path, values.get("scenario"), scenarios)
         ramp, hold = values.get("ramp-up", 0.0), values.get("hold-for", 0.0)
         iterations, steps, throughput = values.get("iterations"), values.get("steps"), values.get("throughput")
         for key, seconds in (("ramp-up", ramp), ("hold-for", hold)):
@@ -277,7 +290,7 @@ class _Reader:
                          throughput=throughput, steps=steps, delay_s=values.get("delay", 0.0),
                          concurrency_group=timed and iterations is None)
 
-    def _scenario_of(self, path: str, ref: object, scenarios: Mapping[str, Any]) -> Scenario:
+    def _scenario_of(self, index: int, path: str, ref: object, scenarios: Mapping[str, Any]) -> Scenario:
         if ref is None:
             raise self.error(f"{path}.scenario", "missing: name a scenario under scenarios or write one inline")
         if isinstance(ref, str):
@@ -286,7 +299,7 @@ class _Reader:
                 raise self.error(f"{path}.scenario", f"no scenario named {ref!r} under scenarios (there: {names}); "
                                                      "a JMX or other script file is not run: it needs its tool")
             return self._scenario(ref, f"scenarios.{ref}", scenarios[ref])
-        return self._scenario(f"execution {path.rsplit('.', 1)[1]}", f"{path}.scenario", ref)
+        return self._scenario(f"execution {index}", f"{path}.scenario", ref)
 
     def _scenario(self, name: str, path: str, mapping: object) -> Scenario:
         values = self.level(mapping, SCENARIO, path, "a scenario")
@@ -294,7 +307,12 @@ class _Reader:
         if not isinstance(raw, list) or not raw:
             raise self.error(f"{path}.requests", "expected a list of requests (URLs or mappings with url)")
         requests = tuple(self._request(f"{path}.requests.{i}", item, values) for i, item in enumerate(raw))
-        return Scenario(name, requests, values.get("store-cookie", True))
+        if isinstance(mapping, Mapping) and mapping.get("retrieve-resources") is None:
+            self.notes.append(f"{path}: retrieve-resources is on (Taurus' default): JMeter would also fetch the "
+                              "images, scripts and styles an HTML answer embeds; this runner sends only the requests "
+                              "listed (retrieve-resources: false says so)")
+        return Scenario(name, requests, store_cookie=values.get("store-cookie", True),
+                        store_cache=values.get("store-cache", True))
 
     def _request(self, path: str, item: object, scenario: dict[str, Any]) -> HttpRequest:
         if isinstance(item, str):
@@ -378,8 +396,8 @@ class _Reader:
                 raise self.error(f"{path}.body", "JMeter variables and functions are not evaluated by this runner")
             return url, body.encode(), []
         content_type = next((v for n, v in headers if n.lower() == "content-type"), None)
-        flat = isinstance(body, Mapping) and all(isinstance(v, str | int | float) and not isinstance(v, bool)
-                                                 for v in body.values())
+        # simple_body_dict: text and numbers, and so booleans (a Python bool is an int), written by str(): True
+        flat = isinstance(body, Mapping) and all(isinstance(v, str | int | float) for v in body.values())
         if not flat or (content_type or "").lower() == "application/json":
             return url, json.dumps(body).encode(), []
         params = urlencode([(str(k), str(v)) for k, v in body.items()])
@@ -392,14 +410,20 @@ class _Reader:
                                          "write the body as text, or as JSON with Content-Type: application/json")
 
 
+def _unmerged_prefix(key: str) -> str:
+    """Why a key still carrying a merge prefix is refused (``merge`` says where Taurus leaves one)."""
+    return (f"{key[0]} ({PREFIXES[key[0]]}) is a merge prefix, which Taurus applies only where a mapping merges "
+            f"into a mapping; here (in a list item, in a mapping that replaced a value of another type, or set by "
+            f"-o) it keeps {key!r} as a key of that name and does not know it; write {key[1:]}")
+
+
 def read_plan(config: Any, source: Path, overrides: list[str] | None = None) -> TaurusPlan:
-    """The plan of an already loaded file (``config``: its YAML), after ``-o`` overrides."""
+    """The plan of a loaded config (``config``: a file's documents as ``merge`` merges them), after ``-o``
+    overrides, applied to the config as written (``overrides``)."""
     overridden: list[str] = []
     if overrides:
         if not isinstance(config, dict):
             raise TaurusFileError(f"{source}: expected a mapping at the top of the file")
-        if isinstance(config.get("execution"), Mapping):  # one execution stands for a list of one
-            config["execution"] = [config["execution"]]
         try:
             overridden = apply_overrides(config, overrides)
         except OverrideError as exc:
@@ -407,19 +431,47 @@ def read_plan(config: Any, source: Path, overrides: list[str] | None = None) -> 
     return _Reader(source, overridden).plan(config)
 
 
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> TaurusFileError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or "not valid YAML"
+    return TaurusFileError(f"{path}: not valid YAML{where}: {problem}")
+
+
+def _documents(path: Path, text: str) -> list[Mapping[Any, Any]]:
+    """The file's documents, as ``Configuration._read_yaml_or_json`` (``bzt/engine/dicts.py``) reads them: every
+    YAML document, empty ones skipped; text YAML cannot read, if it starts with ``{``, as JSON."""
+    try:
+        loaded = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        if not text.lstrip().startswith("{"):
+            raise _yaml_error(path, exc) from None
+        try:
+            loaded = [json.loads(text)]
+        except json.JSONDecodeError as json_exc:
+            raise TaurusFileError(f"{path}: neither YAML nor JSON: {json_exc}") from None
+    for number, document in enumerate(loaded, 1):
+        if document is not None and not isinstance(document, dict):
+            where = "the file" if len(loaded) == 1 else f"document {number} (of {len(loaded)})"
+            raise TaurusFileError(f"{path}: {where}: expected a Taurus file (a mapping), got {document!r}; Taurus "
+                                  "refuses a document that is not a mapping")
+    return [document for document in loaded if document is not None]
+
+
 def load_plan(path: Path, overrides: list[str] | None = None) -> TaurusPlan:
-    """Read a Taurus YAML (or JSON) file, apply ``-o`` overrides, check every key: the plan, or one error."""
+    """Read a Taurus YAML (or JSON) file, merge its documents as Taurus does, apply ``-o`` overrides, check every
+    key: the plan, or one error."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise TaurusFileError(f"{path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise TaurusFileError(f"{path}: not UTF-8 text") from None
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise TaurusFileError(f"{path}: not valid YAML{where}: {problem}") from None
-    return read_plan(config, path, overrides)
+    text, tabbed = replace_tabs(text)
+    plan = read_plan(merge_documents(_documents(path, text)), path, overrides)
+    if not tabbed:
+        return plan
+    lines = ", ".join(map(str, tabbed[:5])) + (", ..." if len(tabbed) > 5 else "")
+    note = (f"line{'s' if len(tabbed) > 1 else ''} {lines}: leading tabs read as 4 spaces, as Taurus reads them "
+            "(YAML does not allow tabs there)")
+    return replace(plan, notes=(note, *plan.notes))

@@ -1,10 +1,5 @@
-"""Taurus' value grammars: durations and think times, read as Taurus and the JMeter it drives read them (pure).
-
-Durations (``hold-for``, ``ramp-up``, ``timeout``, ``think-time``, ``delay``) follow ``dehumanize_time`` in Taurus'
-``bzt/utils.py``: numbers with the units ``d``, ``h``, ``m``, ``s`` or ``ms`` (any case), written one after another
-(``10m30s``, ``1s500ms``), spaces ignored; a number without a unit is seconds, so YAML numbers (``0.75``) are seconds
-too. Stricter than Taurus in two ways, both errors rather than guesses: the whole text must be such parts (Taurus'
-``findall`` skips what it cannot read), and ``inf`` or a sign is refused.
+"""Taurus' think times, read as Taurus and the JMeter it drives read them (pure). Durations, which a think time is
+made of, are Taurus' grammar in ``clikit.durations`` (``parse_taurus_duration``).
 
 Think time (``bzt/utils.py`` ``parse_think_time``; docs: site/dat/docs/JMeter.md, "Global Settings") is a duration
 or ``uniform(MEAN, DEV)``, ``gaussian(MEAN, DEV)`` or ``poisson(MEAN, DEV)``. Taurus writes them as JMeter timers
@@ -26,42 +21,15 @@ import random
 import re
 from dataclasses import dataclass
 
-__all__ = ["TaurusValueError", "ThinkTime", "parse_duration", "parse_think_time"]
+from clikit.durations import DurationError, parse_taurus_duration
 
-_UNITS = {"ms": 0.001, "s": 1.0, "": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)([a-zA-Z]*)")
+__all__ = ["TaurusValueError", "ThinkTime", "parse_think_time"]
+
 _DISTRIBUTION = re.compile(r"^(uniform|gaussian|poisson)\(([\w.]+)[,\s]+([\w.]+)\)$", re.IGNORECASE)
-DURATION_EXAMPLES = "e.g. 30s, 10m30s, 1h, 1s500ms or a number of seconds"
 
 
 class TaurusValueError(ValueError):
     """A value Taurus' grammar refuses; the message says what was expected (the caller names the key)."""
-
-
-def parse_duration(value: object) -> float:
-    """Seconds in a Taurus duration: ``10m30s``, ``1h``, ``500ms``, ``0.75``, a YAML number; ``None`` or an empty
-    text is 0 (as ``dehumanize_time`` returns)."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise TaurusValueError(f"expected a duration ({DURATION_EXAMPLES}), got {value!r}")
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise TaurusValueError(f"{value!r}: a duration must be a finite number of seconds, not negative")
-        return float(value)
-    text = value.replace(" ", "")
-    if not text:
-        return 0.0
-    seconds, at = 0.0, 0
-    for match in _PART.finditer(text):
-        unit = match.group(2).lower()
-        if match.start() != at or unit not in _UNITS or (not unit and match.end() != len(text)):
-            break  # (a number without a unit ends the text: Taurus reads "1.2.3" as one number, and fails)
-        seconds += float(match.group(1)) * _UNITS[unit]
-        at = match.end()
-    if at != len(text):
-        raise TaurusValueError(f"bad duration {value!r} ({DURATION_EXAMPLES}; units d, h, m, s, ms)")
-    return seconds
 
 
 def _whole_ms(seconds: float) -> float:
@@ -101,11 +69,14 @@ def parse_think_time(value: object) -> ThinkTime:
     match = _DISTRIBUTION.match(str(value)) if isinstance(value, str) else None
     if match is None:
         try:
-            return ThinkTime("constant", _whole_ms(parse_duration(value)))
-        except TaurusValueError as exc:
+            return ThinkTime("constant", _whole_ms(parse_taurus_duration(value)))
+        except DurationError as exc:
             raise TaurusValueError(f"{exc}; or uniform(MEAN, DEV), gaussian(MEAN, DEV), poisson(MEAN, DEV)") from None
     kind = match.group(1).lower()
-    mean, dev = (_whole_ms(parse_duration(match.group(i))) for i in (2, 3))
+    try:
+        mean, dev = (_whole_ms(parse_taurus_duration(match.group(i))) for i in (2, 3))
+    except DurationError as exc:
+        raise TaurusValueError(f"{value!r}: {exc}") from None
     if kind in ("uniform", "poisson") and dev > mean:
         raise TaurusValueError(f"{value!r}: {kind}'s second argument cannot exceed its mean (the delay would go "
                                "below 0)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.rules import parse_rules
+from adapter.rulesfile.loader import parse_rules
 from tests.conformance.upstream import (
     UpstreamCase,
     catalogue_for,

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.rules import Binding, Catalogue, RulesConfig, build_catalogue, parse_rules
+from adapter.rules import Binding, Catalogue, RulesConfig, build_catalogue
 from adapter.rules.query import custom_args, external_args
 from adapter.rules.queryargs import QUERY_TEMPLATE_FIELDS, QueryArgs
 from adapter.rules.selectors import parse_selector, to_label_values, to_promql_matchers
 from adapter.rules.template import Template
+from adapter.rulesfile.loader import parse_rules
 from tests.support.docs import DOCS
 
 REPOSITORY = "kubernetes-sigs/prometheus-adapter"

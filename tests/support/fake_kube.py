@@ -9,11 +9,13 @@ Nothing at run time imports this module; it is a pytest plugin (``fake_kube`` fi
 
 from __future__ import annotations
 
+import base64
 import bisect
 import contextlib
 import copy
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -80,6 +82,7 @@ class Received:
     path: str
     query: dict[str, str]
     headers: dict[str, str]
+    client_cn: str = ""  # the common name of the client certificate the connection presented (TLS only)
 
     @property
     def watch(self) -> bool:
@@ -209,6 +212,13 @@ class _Server(ThreadingHTTPServer):
         self.connections_lock = threading.Lock()
         super().__init__(address, _Handler)
 
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """With TLS, the connection is wrapped here and its handshake done in the handler's thread (``setup``)."""
+        connection, address = super().get_request()
+        if self.fake.tls is not None:
+            connection = self.fake.tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False)
+        return connection, address
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self.connections_lock:
             self.connections.add(request)
@@ -237,6 +247,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def setup(self) -> None:
+        self.handshake_failed = False
+        if isinstance(self.request, ssl.SSLSocket):
+            try:
+                self.request.settimeout(10)
+                self.request.do_handshake()
+                self.request.settimeout(None)
+            except OSError:  # ssl.SSLError included: a refused client certificate ends the connection here
+                self.handshake_failed = True
+        super().setup()
+
+    def handle(self) -> None:
+        if not self.handshake_failed:
+            super().handle()
+
+    def client_cn(self) -> str:
+        if not isinstance(self.connection, ssl.SSLSocket):
+            return ""
+        subject = (self.connection.getpeercert() or {}).get("subject") or ()
+        return next((value for rdn in subject for key, value in rdn if key == "commonName"), "")
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -311,6 +342,10 @@ class FakeKube:
     tokens: dict[str, Obj] = field(default_factory=dict)  # bearer token -> {"username", "uid", "groups", "extra"}
     authorize: Authorizer = field(default=lambda spec: (False, "the fake API server denies by default"))
     require_token: str | None = None  # when set, every request must carry "Authorization: Bearer <token>"
+    # HTTPS with this server context (a test's CA and serving certificate; CERT_OPTIONAL or CERT_REQUIRED to ask
+    # for client certificates); None: plain HTTP
+    tls: ssl.SSLContext | None = None
+    require_client_cn: str | None = None  # when set, every request must come with a client certificate of this CN
     bookmark_interval: float | None = 0.5  # seconds between BOOKMARK events on watches that allow them
     honour_metadata_accept: bool = True  # answer PartialObjectMetadata(List) when asked; False: ignore the ask
     expire_with_http_status: bool = False  # a too-old watch answers HTTP 410 instead of 200 + an ERROR event
@@ -345,7 +380,7 @@ class FakeKube:
     # -- lifecycle ---------------------------------------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -380,11 +415,17 @@ class FakeKube:
         self.stop()
         self.start()
 
-    def write_kubeconfig(self, path: str | Path, token: str = "fake-token") -> str:
+    def write_kubeconfig(self, path: str | Path, token: str = "fake-token", *, user: Obj | None = None,
+                         ca_pem: bytes | None = None) -> str:
+        """A kubeconfig for this server; ``user`` replaces the user section (an exec plugin, client certificate
+        files), ``ca_pem`` is the CA that signed the server's certificate (HTTPS)."""
+        cluster: Obj = {"server": self.url}
+        if ca_pem is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake-user", "user": {"token": token}}],
+            "clusters": [{"name": "fake", "cluster": cluster}],
+            "users": [{"name": "fake-user", "user": user if user is not None else {"token": token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake-user", "namespace": "default"}}],
             "current-context": "fake",
         }
@@ -504,8 +545,12 @@ class FakeKube:
 
     # -- request handling --------------------------------------------------------------------------------------
     def _handle(self, h: _Handler, method: str, path: str, query: dict[str, str], body: bytes) -> None:
+        client_cn = h.client_cn()
         with self._log_lock:
-            self._log.append(Received(method, path, query, {k.lower(): v for k, v in h.headers.items()}))
+            self._log.append(Received(method, path, query, {k.lower(): v for k, v in h.headers.items()}, client_cn))
+        if self.require_client_cn is not None and client_cn != self.require_client_cn:
+            h.send_status(401, "Unauthorized", "Unauthorized")
+            return
         if self.require_token is not None:
             scheme, _, token = (h.headers.get("Authorization") or "").partition(" ")
             if scheme.lower() != "bearer" or token.strip() != self.require_token:

@@ -4,7 +4,9 @@ the test's own thread (its event loop) while this one answers.
 
 Every answer waits ``delay_s`` (a service time, so that concurrency is visible). Paths with a meaning:
 ``/fail`` answers 503; ``/redirect`` answers 302 to ``/target``; ``/login`` sets a cookie ``session=N`` (N counts
-the logins); anything else answers 200 ``ok``.
+the logins); ``/cached`` says it may be cached for a minute (``Cache-Control: max-age=60``); ``/etag`` says
+``ETag: "v1"`` and ``Cache-Control: no-cache`` and answers 304 to ``If-None-Match: "v1"``; anything else answers
+200 ``ok``.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class RecordingServer:
                     return
                 arrived = time.monotonic()
                 await asyncio.sleep(self.delay_s)
-                writer.write(self._answer(request.path, request.keep_alive))
+                writer.write(self._answer(request.path, request.keep_alive, request.headers))
                 await writer.drain()
                 self.arrivals.append(Arrival(arrived, time.monotonic(), request.method, request.path,
                                              request.headers, request.body, connection))
@@ -104,15 +106,22 @@ class RecordingServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    def _answer(self, path: str, keep_alive: bool) -> bytes:
+    def _answer(self, path: str, keep_alive: bool, headers: dict[str, str]) -> bytes:
         status, extra = "200 OK", ""
         route = path.split("?")[0]
-        if route == "/fail":
+        if route == "/cached":
+            extra = "Cache-Control: max-age=60\r\n"
+        elif route == "/etag":
+            extra = 'ETag: "v1"\r\nCache-Control: no-cache\r\n'
+            if headers.get("if-none-match") == '"v1"':
+                status = "304 Not Modified"
+        elif route == "/fail":
             status = "503 Service Unavailable"
         elif route == "/redirect":
             status, extra = "302 Found", "Location: /target\r\n"
         elif route == "/login":
             self.logins += 1
             extra = f"Set-Cookie: session={self.logins}; Path=/\r\n"
-        return (f"HTTP/1.1 {status}\r\n{extra}Content-Type: text/plain\r\nContent-Length: 2\r\n"
-                f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\nok").encode()
+        body = "" if status.startswith("304") else "ok"  # a 304 has no body
+        return (f"HTTP/1.1 {status}\r\n{extra}Content-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+                f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n{body}").encode()

@@ -43,3 +43,29 @@ async def wait_until_async(check: Callable[[], T | Awaitable[T]], timeout: float
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout:g}s (last: {result!r})")
         await asyncio.sleep(interval)
+
+
+class LoopTicks:
+    """Counts the turns a coroutine of its own gets on the running event loop: while a test waits for something
+    that must not block the loop, ``await ticks.more()`` passes only if the loop keeps running."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LoopTicks:
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            self.count += 1
+            await asyncio.sleep(0.01)
+
+    async def more(self, turns: int = 20, what: str = "the event loop running") -> None:
+        start = self.count
+        await wait_until_async(lambda: self.count >= start + turns, what=what)

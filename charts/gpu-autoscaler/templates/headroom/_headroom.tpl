@@ -4,7 +4,7 @@ placeholders.yaml, hpa.yaml, the adapter's rules (the capacity-headroom preset) 
 */}}
 
 {{/*
-The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/rules/capacity.py): the demand's
+The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/presets/capacity.py): the demand's
 growth times the provisioning time the chart's PrometheusRule records (recordingRules below). Signal requests: the
 arrival rate one provisioning time ahead (requests/s); signal queue: what will be waiting by then (requests).
 */}}

@@ -1,0 +1,1 @@
+"""``gpu-exporter``: dcgm-exporter's flags and ``--config-file``, the wiring of the layers below, and ``doctor``."""
