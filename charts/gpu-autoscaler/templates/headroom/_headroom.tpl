@@ -349,7 +349,7 @@ container; helm template cannot look (lookup answers nothing) and renders.
 {{- end -}}
 
 {{/*
-(list . gpus): a NOTES line when the chart's NodePool cannot hold that many GPUs of headroom on one node of exactly
+(list . gpus what): a NOTES line when the chart's NodePool cannot hold that many GPUs of headroom on one node of exactly
 that size. Karpenter packs the pods of one batch onto as few NodeClaims as fit (pkg/controllers/provisioning/
 scheduling/scheduler.go: existing and in-flight nodes first, then new NodeClaims whose instance-type options shrink as
 pods are added), so placeholders created together share a node, and a node larger than the headroom keeps the rest of
@@ -359,6 +359,7 @@ not all known.
 {{- define "gpu-autoscaler.headroom.wholeNodes" -}}
 {{- $root := index . 0 -}}
 {{- $gpus := int (index . 1) -}}
+{{- $what := index . 2 -}}
 {{- if and (gt $gpus 0) (include "gpu-autoscaler.renders" (list $root "karpenter.nodePool.enabled")) -}}
 {{- $pool := include "gpu-autoscaler.nodePoolTypes" $root | fromYaml -}}
 {{- if and $pool.types $pool.complete -}}
@@ -370,7 +371,7 @@ not all known.
 {{- if and (gt (int .gpus) $gpus) (or (eq $smallest 0) (lt (int .gpus) $smallest)) }}{{ $smallest = int .gpus }}{{ $name = .name }}{{ end -}}
 {{- end -}}
 {{- if and (not $exact) (gt $smallest 0) -}}
-Karpenter packs the placeholders of one batch onto one node: no instance type of the NodePool has exactly {{ $gpus }} GPU(s), and the smallest that holds them all ({{ $name }}) has {{ $smallest }}, {{ sub $smallest $gpus }} of them idle. Size headroom in whole nodes ({{ $smallest }} GPUs here) or pin karpenter.nodePool.instanceTypes to a size that divides it.
+Karpenter packs the {{ $what }} of one batch onto one node: no instance type of the NodePool has exactly {{ $gpus }} GPU(s), and the smallest that holds them all ({{ $name }}) has {{ $smallest }}, {{ sub $smallest $gpus }} of them idle. Size headroom in whole nodes ({{ $smallest }} GPUs here) or pin karpenter.nodePool.instanceTypes to a size that divides it.
 {{- end -}}
 {{- end -}}
 {{- end -}}
