@@ -898,7 +898,7 @@ def podmetrics_main(args: argparse.Namespace) -> int:
     prom = adapters = None
     try:
         prom = PrometheusServer([endpoint.address], job="cadvisor", honor_labels=True,
-                                scrape_interval=args.scrape_interval)
+                                scrape_interval=args.scrape_interval).start()
         prom.wait_for(f'bench_memory_bytes{{pod="p-{args.podmetrics_pods - 1}",container="sidecar"}}', timeout=60)
         adapters = {name: AdapterProcess(prom.url, str(workdir / "certs"), args=[
             "--config", str(rules), "--query-cache-ttl", ttl, "--prometheus-timeout", "10s"], ready_timeout=60.0)
@@ -995,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
     named = {pod: app for app, pods in groups.items() for pod in pods}
     try:
         prom = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True,
-                                scrape_interval=args.scrape_interval)
+                                scrape_interval=args.scrape_interval).start()
         with kube_with_pods(args.kube_pods and max(args.kube_pods, len(named)), workdir, NAMESPACE,
                             named) as kubeconfig:
             setup = Setup(endpoint, prom, workdir, objects_file, kubeconfig)

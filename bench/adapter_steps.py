@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = MetricsEndpoint(exposition(groups))
     prom = None
     try:
-        prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="15s")
+        prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="15s").start()
         last = groups[f"a{args.sizes[-1]}"][-1]
         prom.wait_for(f'DCGM_FI_DEV_GPU_UTIL{{namespace="{NAMESPACE}",pod="{last}"}}', timeout=60)
         import uvloop  # the adapter's event loop (adapter.server.serving)

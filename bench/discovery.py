@@ -299,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     prom: PrometheusServer | None = None
     try:
         interval = f"{args.scrape_interval}s"
-        prom = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True, scrape_interval=interval)
+        prom = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True,
+                                scrape_interval=interval).start()
         print(f"... Prometheus scraping {len(body) / MB:.1f} MB", flush=True)
         scrape_s = wait_series(prom, series, timeout_s=args.scrape_interval + 120)
         stop_scraping(prom)

@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from exporter_scrape import exit_on_sigterm, finish, machine_line  # noqa: E402
 
-from loadtest.profile import parse_duration  # noqa: E402
+from loadtest.loadgen.profile import parse_duration  # noqa: E402
 
 GOALS = "goal: load step -> scale-up decision within 1.2x (collection interval + scrape interval + HPA sync period)"
 # 8 requests/s for LEAD seconds, then 55 at once for 25 s (one replica is overloaded), then 8 again.

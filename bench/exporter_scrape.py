@@ -31,7 +31,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from loadtest.prometheus import free_port  # noqa: E402
+from loadtest.standins.prometheus import free_port  # noqa: E402
 
 GOALS = "goals: p50 < 1 ms, RSS < 50 MB (8 GPUs)"
 IDENTITY = {"Accept-Encoding": "identity"}

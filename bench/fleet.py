@@ -180,7 +180,7 @@ def start_cluster(fleet: list[Workload], tmp: Path) -> Cluster:
         raise RuntimeError("the fake Kubernetes API did not start in 300 s")
     endpoint = MetricsEndpoint(exposition(fleet))
     prom = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True, scrape_interval="15s",
-                            tmp_prefix="prometheus-fleet-")
+                            tmp_prefix="prometheus-fleet-").start()
     expected = len(fleet) * PODS_PER_WORKLOAD
     deadline = time.monotonic() + 120
     while len(prom.query("DCGM_FI_DEV_GPU_UTIL")) < expected:

@@ -61,7 +61,7 @@ from adapter.presets.capacity import (  # noqa: E402
 )
 from adapter.presets.gateway import NAMESPACE_ONLY, preset_rule  # noqa: E402
 from clikit.durations import parse_prometheus_duration  # noqa: E402
-from loadtest.prometheus import free_port  # noqa: E402
+from loadtest.standins.prometheus import free_port  # noqa: E402
 
 RATES = (8.0, 55.0, 100.0)
 """Requests/s: a small service, the demo's load, a busy one."""

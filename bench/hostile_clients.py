@@ -167,7 +167,7 @@ def _probe(p: dict[str, Any]) -> str:
 def adapter_target(workdir: Path, name: str, checkout: Path | None, extra: list[str] | None = None) -> Iterator[Target]:
     groups = {f"a{n}": [f"a{n}-{i}" for i in range(n)] for n in (PROBE_PODS, EXPENSIVE_PODS)}
     endpoint = MetricsEndpoint(exposition(groups))
-    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="5s")
+    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="5s").start()
     objects = workdir / "objects.yaml"
     objects.write_text(yaml.safe_dump(objects_document(groups)))
     adapter = None
@@ -199,7 +199,7 @@ def exporter_target(workdir: Path, name: str, checkout: Path | None, tls: bool) 
         client = {"verify": False}
     exp = ExporterProcess(args, scheme="https" if tls else "http", client=client, cwd=checkout)
     prom = PrometheusServer([exp.address], scrape_interval="1s", scrape_options={
-        "scheme": "https", "tls_config": {"insecure_skip_verify": True}} if tls else None)
+        "scheme": "https", "tls_config": {"insecure_skip_verify": True}} if tls else None).start()
     try:
         prom.wait_for("up", lambda r: len(r) == 1 and r[0]["value"][1] == "1", timeout=60)
 

@@ -103,7 +103,8 @@ def environment(adapter_from: Path | None = None, adapter_args: Sequence[str] = 
     endpoint = MetricsEndpoint("".join(
         f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-{k:08x}",namespace="{NAMESPACE}",pod="{pod}"}} {10 + k % 80}\n'
         for k, (_, pod) in enumerate(pods)))
-    prometheus = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True, scrape_interval="15s")
+    prometheus = PrometheusServer([endpoint.address], job="dcgm-exporter", honor_labels=True,
+                                  scrape_interval="15s").start()
     try:
         prometheus.wait_for(f"count(DCGM_FI_DEV_GPU_UTIL) == {len(pods)}", timeout=60)
         yield Env(workdir, prometheus, adapter_from, tuple(adapter_args), _mutual_tls(workdir))

@@ -107,7 +107,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="keda-bench-"))
     (tmp / "objects.json").write_text(json.dumps({"pods": [
         {"namespace": "bench", "name": f"bench-{i}", "labels": {"app": "bench"}} for i in range(PODS)]}))
-    prometheus = PrometheusServer([endpoint.address], job="bench")
+    prometheus = PrometheusServer([endpoint.address], job="bench").start()
     adapter = None
     try:
         prometheus.wait_for(f"count(DCGM_FI_DEV_GPU_UTIL) == {PODS}", timeout=40)

@@ -158,7 +158,7 @@ def main() -> None:
           f"for {args.valid_seconds:g} s")
     seconds = 8.0 if args.quick else 20.0
     endpoint = MetricsEndpoint(f'{METRIC}{{gpu="0",UUID="GPU-0",namespace="ml",pod="p-0"}} 50\n')
-    prometheus = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True)
+    prometheus = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True).start()
     try:
         prometheus.wait_for(METRIC, timeout=40)
         results = {"baseline_instant_plugin": measure(args.adapter_from, 0.0, args.valid_seconds, seconds, prometheus),

@@ -1,5 +1,5 @@
 """``python -m loadtest`` is ``gpu-loadtest``."""
 
-from loadtest.cli import main
+from loadtest.cli.main import main
 
 main()

@@ -13,7 +13,10 @@ The single sources of truth are ``adapter.presets.gpu.GPU_PRESETS_YAML`` (the GP
 * ``charts/gpu-autoscaler/files/capacity-presets.yaml`` holds the capacity-headroom preset's ``rules`` (Object
   metrics on Deployments) and ``externalRules`` (External metrics selected by ``inference_pool``), each side for
   both of its metrics, ``inference_queue_growth_rate`` and ``inference_request_rate_growth``
-  (``adapter.rules.capacityPresets`` or ``headroom.auto`` serves them).
+  (``adapter.rules.capacityPresets`` or ``headroom.auto`` serves them);
+* ``charts/gpu-autoscaler/files/capacity-recording-rules.yaml`` holds the recording rule groups of
+  ``adapter.presets.capacity_history`` (time to scheduled and to ready of GPU pods per Deployment from
+  kube-state-metrics, their history, and Karpenter's GPU figures) that the chart's PrometheusRule carries.
 
 Run this after changing the presets (tests fail until you do):
 
@@ -35,6 +38,7 @@ GPU_TARGET = FILES / "gpu-presets.yaml"
 INFERENCE_TARGET = FILES / "inference-presets.yaml"
 GATEWAY_TARGET = FILES / "gateway-presets.yaml"
 CAPACITY_TARGET = FILES / "capacity-presets.yaml"
+HISTORY_TARGET = FILES / "capacity-recording-rules.yaml"
 
 
 def _header(source: str) -> str:
@@ -46,6 +50,7 @@ def render() -> dict[Path, str]:
     """The wanted text of each chart copy."""
     sys.path.insert(0, str(REPO))
     from adapter.presets.capacity import capacity_yaml
+    from adapter.presets.capacity_history import capacity_groups
     from adapter.presets.gateway import gateway_yaml
     from adapter.presets.gpu import GPU_PRESETS_YAML
     from adapter.presets.inference import INFERENCE_PRESETS, POD_DEPLOYMENT_RULE, preset_yaml, recording_rules
@@ -61,10 +66,12 @@ def render() -> dict[Path, str]:
     inference = yaml.safe_dump(document, sort_keys=False, width=1000)
     gateway = yaml.safe_dump(yaml.safe_load(gateway_yaml()), sort_keys=False, width=1000)
     capacity = yaml.safe_dump(yaml.safe_load(capacity_yaml()), sort_keys=False, width=1000)
+    history = yaml.safe_dump({"groups": capacity_groups()}, sort_keys=False, width=1000)
     return {GPU_TARGET: _header("adapter/presets/gpu.py (GPU_PRESETS_YAML)") + GPU_PRESETS_YAML,
             INFERENCE_TARGET: _header("adapter/presets/inference.py") + inference,
             GATEWAY_TARGET: _header("adapter/presets/gateway.py") + gateway,
-            CAPACITY_TARGET: _header("adapter/presets/capacity.py") + capacity}
+            CAPACITY_TARGET: _header("adapter/presets/capacity.py") + capacity,
+            HISTORY_TARGET: _header("adapter/presets/capacity_history.py") + history}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loadtest.kubelet import PodResourcesServer, gpu_pod  # noqa: E402
-from loadtest.prometheus import free_port  # noqa: E402
+from loadtest.standins.kubelet import PodResourcesServer, gpu_pod  # noqa: E402
+from loadtest.standins.prometheus import free_port  # noqa: E402
 from tests.exporter_helpers import parse_metrics, series  # noqa: E402
 from tests.fake_node import FakeNode  # noqa: E402
 

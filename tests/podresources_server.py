@@ -1,4 +1,4 @@
-"""The kubelet PodResources server (``loadtest.kubelet``) with test controls, plus its pytest fixture.
+"""The kubelet PodResources server (``loadtest.standins.kubelet``) with test controls, plus its pytest fixture.
 
 Pods are given as plain tuples: ``(pod_name, namespace, [(container_name, [(resource_name, [ids])])])``.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
-from loadtest.kubelet import ContainerSpec, DeviceSpec, PodResourcesServer, PodSpec
+from loadtest.standins.kubelet import ContainerSpec, DeviceSpec, PodResourcesServer, PodSpec
 
 __all__ = ["ContainerSpec", "DeviceSpec", "FakePodResourcesServer", "PodSpec", "podresources_server"]
 

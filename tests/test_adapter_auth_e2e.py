@@ -86,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     for name, app in (("infer-0", "infer"), ("infer-1", "infer"), ("batch-0", "batch")):
         kube.put("", "v1", "pods", pod("ml", name, {"app": app}))
     endpoint = MetricsEndpoint(SERIES)
-    prom = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True)
+    prom = PrometheusServer([endpoint.address], job="dcgm", honor_labels=True).start()
     adapter = None
     try:
         prom.wait_for(METRIC, timeout=30)

@@ -71,7 +71,7 @@ BASE = "/apis/custom.metrics.k8s.io"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AdapterProcess, PrometheusServer, Path]]:
     tmp = tmp_path_factory.mktemp("adapter")
     endpoint = MetricsEndpoint(exposition())
-    prom = PrometheusServer([(endpoint.address, {"service": "dcgm-exporter"})], job="dcgm", honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {"service": "dcgm-exporter"})], job="dcgm", honor_labels=True).start()
     rules = tmp / "rules.yaml"
     rules.write_text(RULES)
     adapter = None

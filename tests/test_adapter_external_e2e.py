@@ -39,7 +39,7 @@ def external(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Adapter
     """An adapter with externalRules, and one with only custom rules (to show the group is not claimed)."""
     tmp = tmp_path_factory.mktemp("external")
     endpoint = MetricsEndpoint(SERIES)
-    prom = PrometheusServer([endpoint.address], job="queues", honor_labels=True)
+    prom = PrometheusServer([endpoint.address], job="queues", honor_labels=True).start()
     rules = tmp / "rules.yaml"
     rules.write_text(RULES)
     started: list[AdapterProcess] = []

@@ -24,7 +24,8 @@ def test_a_standalone_adapter_builds_without_the_kubernetes_client(tmp_path: Pat
     """No kubeconfig, not in a pod: the whole adapter is built (flags, rules, app) and never imports kubernetes."""
     loaded = run(f"""
 import sys
-from adapter.cli.flags import SERVE, Options
+from adapter.cli.flags import SERVE
+from clikit.flags import Options
 from adapter.cli.serve import build
 from adapter.server.app import create_app
 values = {{flag.attribute: flag.default for flag in SERVE}}

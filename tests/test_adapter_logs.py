@@ -84,7 +84,7 @@ def test_verbosity_levels(stream: io.StringIO, v: int, access: bool, debug: bool
 @pytest.fixture(scope="module")
 def prom() -> Iterator[PrometheusServer]:
     endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 40\n')
-    server = PrometheusServer([endpoint.address], honor_labels=True)
+    server = PrometheusServer([endpoint.address], honor_labels=True).start()
     try:
         server.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="infer-0"}', timeout=30)
         yield server

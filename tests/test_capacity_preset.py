@@ -33,7 +33,9 @@ from adapter.presets.capacity import (
     EPP_REQUESTS,
     GROWTH_METRIC,
     NOISE_SIGMAS,
+    QUEUE_AHEAD_METRIC,
     RATE_WINDOW,
+    REQUEST_AHEAD_METRIC,
     REQUEST_GROWTH_METRIC,
     SERVER_ARRIVALS,
     SERVER_QUEUES,
@@ -42,10 +44,11 @@ from adapter.presets.capacity import (
     capacity_preset,
     capacity_yaml,
 )
+from adapter.presets.capacity_history import HEADROOM_PROVISIONING
 from adapter.presets.inference import INFERENCE_PRESETS, recording_rules
 from adapter.rulesfile.loader import parse_rules
 from loadtest.hpa.spec import milli
-from loadtest.kube_state import OwnerSeries
+from loadtest.standins.kube_state import OwnerSeries
 from tests.support.adapter_process import AdapterProcess
 from tests.support.counting_proxy import CountingProxy
 from tests.support.fake_kube import FakeKube
@@ -68,7 +71,7 @@ def since() -> float:
 
 # ------------------------------------------------------------------------------------------------- pure checks
 
-METRICS = [GROWTH_METRIC, REQUEST_GROWTH_METRIC]
+METRICS = [GROWTH_METRIC, REQUEST_GROWTH_METRIC, QUEUE_AHEAD_METRIC, REQUEST_AHEAD_METRIC]
 
 
 def test_the_preset_loads_as_a_plain_rules_file_and_by_include() -> None:
@@ -76,11 +79,17 @@ def test_the_preset_loads_as_a_plain_rules_file_and_by_include() -> None:
     assert config is capacity_preset() and config.source == CAPACITY_PRESET
     assert [r.name.as_ for r in config.rules] == [r.name.as_ for r in config.external_rules] == METRICS
     included = parse_rules(f"include: [{CAPACITY_PRESET}]\n", "rules.yaml")
-    assert len(included.rules) == len(included.external_rules) == 2
+    assert len(included.rules) == len(included.external_rules) == 4
     for rule in (*config.rules, *config.external_rules):
         assert f"[{WINDOW}:{STEP}]" in rule.metrics_query.source
         assert rule.metrics_query.source.startswith("clamp_min(deriv(")  # never negative
     assert f"[{RATE_WINDOW}]" in config.rules[1].metrics_query.source
+    # The *_ahead metrics are the growths times the provisioning time the chart records (tests/test_capacity_history.py
+    # reads them through a real Prometheus).
+    for rules in (config.rules, config.external_rules):
+        for growth, ahead in ((rules[0], rules[2]), (rules[1], rules[3])):
+            assert ahead.metrics_query.source.startswith(growth.metrics_query.source + " * on (")
+            assert f"{HEADROOM_PROVISIONING}{{<<.LabelMatchers>>}}" in ahead.metrics_query.source
 
 
 def test_the_arrival_counters_are_each_servers_and_the_in_flight_gauges_the_inference_presets_names() -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.api.quantity import parse_quantity
 from adapter.presets.capacity import capacity_yaml
 from adapter.rulesfile.loader import load_rules
+from clikit.quantity import parse_quantity
 from tests import test_chart_first_install as first_install
 from tests.support.fake_kube import FakeKube
 from tests.support.k8s_validation import KUBE_VERSIONS, REPO, crd_schema, find, load_files, one, validate_all
@@ -33,9 +33,9 @@ KARPENTER_CRD = "autoscaling.x-k8s.io_capacitybuffers.karpenter.yaml"
 CA_CRD_SOURCE = "kubernetes/autoscaler cluster-autoscaler/apis/config/crd/autoscaling.x-k8s.io_capacitybuffers.yaml"
 KARPENTER_CRD_SOURCE = "kubernetes-sigs/karpenter pkg/apis/crds/autoscaling.x-k8s.io_capacitybuffers.yaml"
 VLLM = ("headroom.namespace=default", "headroom.workload.name=vllm")
-METRIC = "inference_request_rate_growth"  # signal requests, the default
-QUEUE_METRIC = "inference_queue_growth_rate"
-AUTO = ("headroom.auto.enabled=true", "headroom.auto.requestsPerReplica=10")  # 10 / 9 min = 0.0185: 19m
+METRIC = "inference_request_rate_ahead"  # signal requests, the default
+QUEUE_METRIC = "inference_queue_ahead"
+AUTO = ("headroom.auto.enabled=true", "headroom.auto.requestsPerReplica=10")
 # Built-in PriorityClasses the chart's own pods name (kubernetes pkg/apis/scheduling/types.go:
 # SystemCriticalPriority = 2 * HighestUserDefinablePriority = 2000000000; system-node-critical is 1000 above it).
 BUILTIN_PRIORITY = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
@@ -58,8 +58,9 @@ def error_of(*sets: str, api_versions: tuple[str, ...] = KUBE_PROMETHEUS_STACK) 
 
 @pytest.fixture(scope="module")
 def buffer() -> dict[str, Any]:
-    docs = rendered("headroom.capacityBuffer.enabled=auto", "headroom.capacityBuffer.percentage=25",
-                    "headroom.capacityBuffer.gpus=4", api_versions=KUBE_PROMETHEUS_STACK + V1BETA1)
+    docs = rendered("headroom.capacityBuffer.enabled=auto", "headroom.capacityBuffer.ref=scalableRef",
+                    "headroom.capacityBuffer.percentage=25", "headroom.capacityBuffer.gpus=4",
+                    api_versions=KUBE_PROMETHEUS_STACK + V1BETA1)
     return one(docs, "CapacityBuffer")
 
 
@@ -124,7 +125,8 @@ def test_capacity_buffer_meets_those_facts(buffer):
 
 def test_capacity_buffer_meets_the_crds_cel_rules(buffer):
     """The CRDs' x-kubernetes-validations (not evaluated by the schema check) are these two has() rules: a
-    podTemplateRef needs replicas or limits, and podTemplateRef excludes scalableRef. Ours names scalableRef only."""
+    podTemplateRef needs replicas or limits, and podTemplateRef excludes scalableRef. Each buffer the chart writes
+    names one of the two, and a podTemplateRef one always has replicas or limits (the values checks see to it)."""
     for crd, version in ((CA_CRD, "v1alpha1"), (CA_CRD, "v1beta1"), (KARPENTER_CRD, "v1beta1")):
         rules = [r["rule"] for r in crd_schema(crd, f"autoscaling.x-k8s.io/{version}")["properties"]["spec"]
                  ["x-kubernetes-validations"]]
@@ -132,6 +134,11 @@ def test_capacity_buffer_meets_the_crds_cel_rules(buffer):
                          "!(has(self.podTemplateRef) && has(self.scalableRef))"], (crd, version)
     spec = buffer["spec"]
     assert "podTemplateRef" not in spec and "scalableRef" in spec
+    for sets in (("headroom.capacityBuffer.replicas=2",), ("headroom.capacityBuffer.replicas=null",
+                                                           "headroom.capacityBuffer.gpus=3")):
+        spec = one(rendered("headroom.capacityBuffer.enabled=true", *sets), "CapacityBuffer")["spec"]
+        assert "scalableRef" not in spec and spec["podTemplateRef"] == {"name": "vllm-headroom"}
+        assert "replicas" in spec or "limits" in spec
 
 
 def test_no_field_of_the_spec_is_an_enum():
@@ -168,8 +175,73 @@ def test_capacity_buffer_true_renders_it_wherever_as_every_true_switch(served, e
     docs = rendered("headroom.capacityBuffer.enabled=true", api_versions=served)
     [buffer] = find(docs, "CapacityBuffer")
     assert buffer["apiVersion"] == expected
-    assert buffer["spec"]["scalableRef"] == {"apiGroup": "apps", "kind": "Deployment", "name": "vllm"}
+    assert buffer["spec"]["podTemplateRef"] == {"name": "vllm-headroom"}
     assert validate_all([buffer]) == []
+
+
+# ------------------------------------------------------------------------------ what the buffer's pods hold
+
+def test_the_buffer_names_a_pod_template_holding_one_replicas_gpus_under_requests():
+    """Issue 48: a buffer on a Deployment that asks for its GPU under limits only held no GPU, since Karpenter builds
+    the virtual pods from the template as stored (pkg/state/virtualpods/utilities.go BuildVirtualPods, from
+    pkg/utils/apps/resolve.go) and only a Pod gets its limits copied into requests. The chart's default buffer names
+    a PodTemplate that holds what a replica needs, whatever the workload's manifest writes."""
+    docs = rendered("headroom.capacityBuffer.enabled=true", "headroom.workload.gpusPerReplica=2",
+                    "headroom.workload.requests.cpu=8", "headroom.workload.requests.memory=48Gi",
+                    "headroom.placeholders.nodeSelector.workload=gpu")
+    buffer, pod_template = one(docs, "CapacityBuffer"), one(docs, "PodTemplate")
+    assert buffer["spec"]["podTemplateRef"] == {"name": pod_template["metadata"]["name"]} and \
+        "scalableRef" not in buffer["spec"]
+    assert pod_template["metadata"]["namespace"] == buffer["metadata"]["namespace"] == "default"  # same namespace
+    spec = pod_template["template"]["spec"]
+    [container] = spec["containers"]
+    assert container["resources"] == {"requests": {"cpu": "8", "memory": "48Gi", "nvidia.com/gpu": "2"},
+                                      "limits": {"nvidia.com/gpu": "2"}}
+    assert spec["nodeSelector"] == {"workload": "gpu"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    # Its pods are nobody's: no label of the placeholders' selector.
+    placeholders = rendered("headroom.placeholders.enabled=true")
+    selector = one(placeholders, "Deployment", "vllm-headroom")["spec"]["selector"]["matchLabels"]
+    assert not set(selector.items()) <= set(pod_template["template"]["metadata"]["labels"].items())
+    assert validate_all(docs) == []
+
+
+def _workload(gpu_requests: bool) -> dict[str, Any]:
+    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": "1", "cpu": "8"}, "requests": {"cpu": "4"}}
+    if gpu_requests:
+        resources["requests"]["nvidia.com/gpu"] = "1"
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "vllm", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "vllm"}},
+                     "template": {"metadata": {"labels": {"app": "vllm"}}, "spec": {"containers": [
+                         {"name": "server", "image": "vllm/vllm-openai:v0.11.0", "resources": resources}]}}}}
+
+
+SCALABLE = (*VLLM, "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.ref=scalableRef",
+            "headroom.capacityBuffer.replicas=null", "headroom.capacityBuffer.percentage=50")
+
+
+def test_a_scalable_ref_buffer_on_a_workload_with_gpus_under_limits_only_fails_the_install(cluster):
+    fake, kubeconfig = cluster
+    for group, version, resource, kind, namespaced in HEADROOM_TYPES:
+        fake.register(group, version, resource, kind, namespaced)
+    fake.register("apps", "v1", "deployments", "Deployment", True)
+    fake.register("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
+    fake.put("apps", "v1", "deployments", _workload(gpu_requests=False))
+    proc = first_install.helm_install(kubeconfig, *SCALABLE)
+    assert proc.returncode != 0
+    [line] = [ln for ln in proc.stderr.splitlines() if "headroom.capacityBuffer.ref" in ln]
+    assert ("headroom.capacityBuffer.ref scalableRef: Deployment default/vllm's container \"server\" asks for "
+            "nvidia.com/gpu under limits only") in line
+    assert 'Add requests: {nvidia.com/gpu: "1"} to that container, or use headroom.capacityBuffer.ref podTemplate' \
+        in line
+    # Fixed in the workload: the buffer installs, and NOTES say it was checked.
+    fake.put("apps", "v1", "deployments", _workload(gpu_requests=True))
+    docs, notes = _install(fake, kubeconfig, *SCALABLE)
+    assert one(docs, "CapacityBuffer")["spec"]["scalableRef"]["name"] == "vllm" and not find(docs, "PodTemplate")
+    assert ("must request their GPUs under\n    requests, not limits alone, or the buffer holds none "
+            "(checked: they do)") in notes
+    # helm template cannot look at the cluster: it renders, and NOTES (at install) would say it was not checked.
+    assert one(rendered(*SCALABLE[2:]), "CapacityBuffer")["spec"]["percentage"] == 50
 
 
 # ------------------------------------------------------------------------------------- placeholder pods
@@ -240,7 +312,8 @@ def test_placeholder_pods_hold_one_replicas_gpus_on_the_gpu_nodes():
     assert container["image"].startswith("registry.k8s.io/pause:")
     assert container["resources"] == {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "2"},
                                       "limits": {"nvidia.com/gpu": "2"}}
-    assert pod["terminationGracePeriodSeconds"] == 0
+    # Not 0: a forced delete on preemption (docs/capacity.md, "Placeholder settings").
+    assert pod["terminationGracePeriodSeconds"] == 5
     # It tolerates the taint of the NodePool the chart renders.
     [taint] = one(docs, "NodePool")["spec"]["template"]["spec"]["taints"]
     assert any(t["key"] == taint["key"] and t["operator"] == "Exists" and t["effect"] == taint["effect"]
@@ -252,25 +325,28 @@ def test_placeholder_pods_hold_one_replicas_gpus_on_the_gpu_nodes():
 
 # --------------------------------------------------------------------------------- headroom that follows demand
 
-@pytest.mark.parametrize(("signal", "per", "time", "quantity"), [
-    ("queue", "5", "3m", "28m"),  # 5 / 180 = 0.02778 requests/s
-    ("queue", "10", "90s", "111m"),
-    ("queue", "4", "1m30s", "44m"),
-    ("queue", "60", "1m", "1000m"),
-    ("queue", "2.5", "1h", "1m"),  # 0.000694, rounded to the HPA's resolution
-    ("requests", "15", "9m22s", "27m"),  # 15 requests/s per replica over 562 s: 0.0267 requests/s per second
-    ("requests", "10", "9m", "19m"),
+@pytest.mark.parametrize(("signal", "per", "quantity"), [
+    ("queue", "5", "5"),
+    ("queue", "2.5", "2500m"),
+    ("queue", "0.0004", None),  # below the HPA's resolution: an error
+    ("requests", "15", "15"),
+    ("requests", "7.25", "7250m"),
+    ("requests", "0.0015", "2m"),  # rounded to the resolution the HPA controller compares in (MilliValue)
 ])
-def test_auto_hpa_target_is_per_replica_demand_over_provisioning_time(signal, per, time, quantity):
+def test_auto_hpa_target_is_the_demand_one_replica_stands_for(signal, per, quantity):
+    """The metric is the demand's growth times the provisioning time (Prometheus records which time), so the target
+    is the demand per replica alone and does not change with the provisioning time."""
     key = "queuePerReplica" if signal == "queue" else "requestsPerReplica"
-    docs = rendered("headroom.auto.enabled=true", f"headroom.auto.signal={signal}", f"headroom.auto.{key}={per}",
-                    f"headroom.auto.provisioningTime={time}")
-    [metric] = one(docs, "HorizontalPodAutoscaler", "vllm-headroom")["spec"]["metrics"]
-    assert metric["object"]["metric"] == {"name": QUEUE_METRIC if signal == "queue" else METRIC}
-    target = metric["object"]["target"]
-    assert target == {"type": "AverageValue", "averageValue": quantity}
-    seconds = sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in re.findall(r"(\d+)([hms])", time))
-    assert abs(parse_quantity(quantity) - Decimal(per) / seconds) <= Decimal("0.0005")
+    sets = ("headroom.auto.enabled=true", f"headroom.auto.signal={signal}", f"headroom.auto.{key}={per}")
+    if quantity is None:
+        assert f"headroom.auto.{key}: {per} is below 0.001" in error_of(*VLLM, *sets)
+        return
+    for time in ("9m", "1m30s", "1h"):
+        docs = rendered(*sets, f"headroom.auto.provisioningTime={time}")
+        [metric] = one(docs, "HorizontalPodAutoscaler", "vllm-headroom")["spec"]["metrics"]
+        assert metric["object"]["metric"] == {"name": QUEUE_METRIC if signal == "queue" else METRIC}
+        assert metric["object"]["target"] == {"type": "AverageValue", "averageValue": quantity}
+        assert abs(parse_quantity(quantity) - Decimal(per)) <= Decimal("0.0005")
 
 
 def test_auto_hpa_reads_the_servers_request_rate_as_an_object_metric_on_the_workload():
@@ -296,8 +372,8 @@ def test_auto_hpa_reads_the_servers_request_rate_as_an_object_metric_on_the_work
                    "HorizontalPodAutoscaler")["spec"]["minReplicas"] == value
 
 
-@pytest.mark.parametrize(("signal", "metric", "quantity"), [("requests", METRIC, "19m"),
-                                                            ("queue", QUEUE_METRIC, "9m")])  # 5 / 540 s
+@pytest.mark.parametrize(("signal", "metric", "quantity"), [("requests", METRIC, "10"),
+                                                            ("queue", QUEUE_METRIC, "5")])
 def test_auto_hpa_reads_the_gateway_as_an_external_metric(signal, metric, quantity):
     docs = rendered(*AUTO, f"headroom.auto.signal={signal}", "headroom.auto.source=gateway",
                     "headroom.auto.inferencePool=vllm-pool", "adapter.apiService.externalMetrics.enabled=true")
@@ -323,8 +399,9 @@ def test_the_adapter_rules_carry_the_preset_while_auto_is_on(tmp_path):
         path = tmp_path / "rules.yaml"
         path.write_text(yaml.safe_dump(data))
         config = load_rules(str(path))  # the adapter's own loader accepts it
-        assert [r.name.as_ for r in config.rules[-len(preset["rules"]):]] == [QUEUE_METRIC, METRIC]
-        assert [r.name.as_ for r in config.external_rules[-len(preset["externalRules"]):]] == [QUEUE_METRIC, METRIC]
+        served = ["inference_queue_growth_rate", "inference_request_rate_growth", QUEUE_METRIC, METRIC]
+        assert [r.name.as_ for r in config.rules[-len(preset["rules"]):]] == served
+        assert [r.name.as_ for r in config.external_rules[-len(preset["externalRules"]):]] == served
         # The Object metric joins on the pod -> Deployment recording rule, which the PrometheusRule now carries.
         groups = one(docs, "PrometheusRule")["spec"]["groups"]
         records = [r["record"] for g in groups for r in g["rules"] if "record" in r]
@@ -354,7 +431,7 @@ ERRORS = [
     ((*VLLM, *AUTO, "headroom.placeholders.enabled=true"),
      "headroom.placeholders.enabled and headroom.auto.enabled both size the placeholder Deployment"),
     ((*VLLM, *AUTO, "headroom.auto.source=gateway", "headroom.auto.inferencePool=p"),
-     "headroom.auto.source: gateway reads the External metric inference_request_rate_growth, served only with "
+     "headroom.auto.source: gateway reads the External metric inference_request_rate_ahead, served only with "
      "adapter.apiService.externalMetrics.enabled=true"),
     ((*VLLM, *AUTO, "headroom.auto.source=gateway",
       "adapter.apiService.externalMetrics.enabled=true"), "headroom.auto.inferencePool: required"),
@@ -363,9 +440,11 @@ ERRORS = [
     ((*VLLM, "headroom.auto.enabled=true"),
      "headroom.auto.requestsPerReplica: required with signal requests (the requests per second one replica stands "
      "for at the workload HPA's target)"),
-    ((*VLLM, "headroom.auto.enabled=true", "headroom.auto.signal=queue", "headroom.auto.queuePerReplica=1",
-      "headroom.auto.provisioningTime=1h"),
-     "headroom.auto: queuePerReplica 1 / provisioningTime 1h is below 0.001 per second"),
+    ((*VLLM, *AUTO, "headroom.auto.provisioningTime=0m"),
+     'headroom.auto.provisioningTime: "0m" is no time at all'),
+    ((*VLLM, "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.percentage=20"),
+     "headroom.capacityBuffer.percentage counts the workload's replicas, which only a buffer with ref scalableRef "
+     "reads"),
     ((*VLLM, *AUTO, "headroom.auto.minReplicas=5"),
      "headroom.auto.minReplicas: 5 is above headroom.auto.maxReplicas 4"),
 ]
@@ -378,7 +457,8 @@ def test_bad_values_fail_the_render_with_one_line_naming_them(sets, message):
 
 def test_the_nodepool_gpu_limit_error_says_a_percentage_is_not_counted():
     common = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.workload.gpusPerReplica=4",
-              "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.replicas=5")
+              "headroom.capacityBuffer.enabled=true", "headroom.capacityBuffer.replicas=5",
+              "headroom.capacityBuffer.ref=scalableRef")
     uncounted = "(a CapacityBuffer's percentage is not counted: it depends on the workload's replicas at run time)"
     line = error_of(*common, "headroom.capacityBuffer.percentage=50")
     assert "headroom: 20 GPUs of headroom (capacityBuffer 20) is more than karpenter.nodePool.limits" in line
@@ -416,7 +496,10 @@ def test_headroom_within_the_nodepool_renders_and_pins_instance_types():
                                   ("headroom.workload.requests.nvidia\\.com/gpu=1",),
                                   ("headroom.auto.signal=latency",), ("headroom.auto.requestsPerReplica=-2",),
                                   ("headroom.placeholders.prePullCommand=7",),
-                                  ("headroom.placeholders.imagePullSecrets[0].secret=x",)])
+                                  ("headroom.placeholders.imagePullSecrets[0].secret=x",),
+                                  ("headroom.placeholders.terminationGracePeriodSeconds=0",),
+                                  ("headroom.capacityBuffer.ref=Deployment",),
+                                  ("headroom.auto.provisioningTimeSource=guess",)])
 def test_values_schema_rejects_unknown_or_bad_headroom_values(sets):
     proc = template(None, *VLLM, *sets, check=False)
     assert proc.returncode != 0 and "values don't meet the specifications of the schema" in proc.stderr
@@ -441,7 +524,8 @@ def test_headroom_is_off_by_default():
 
 cluster = first_install.cluster  # the fake Kubernetes API fixture
 HEADROOM_TYPES = [("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
-                  ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True)]
+                  ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True),
+                  ("", "v1", "podtemplates", "PodTemplate", True)]
 
 
 def _install(fake: FakeKube, kubeconfig: str, *sets: str) -> tuple[list[dict[str, Any]], str]:
@@ -461,7 +545,11 @@ def test_notes_say_the_capacity_buffer_was_left_out_and_why(cluster):
     assert ("CapacityBuffer (GPU headroom): no autoscaling.x-k8s.io/v1beta1 or v1alpha1 CapacityBuffer "
             "(headroom.capacityBuffer.enabled is auto)") in notes
     assert "Cluster Autoscaler 1.34+" in notes and "Karpenter 1.14+ (feature gate" in notes
-    assert "target averageValue 19m" in notes and "(requestsPerReplica 10 / provisioningTime 9m)" in notes
+    assert f"from {METRIC} (servers: the demand's growth x the provisioning time), target averageValue" in notes
+    assert "10 (requestsPerReplica), 1 to 4 pods of 1 GPU(s)" in notes
+    assert ("the p90 time to ready\n    of vllm's replicas that waited for a new node (provisioningTime 9m until there "
+            "is history)") in notes
+    assert "No PrometheusRule is rendered here" in notes  # the fake API serves no PrometheusRule kind
     assert f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/deployments.apps/vllm/{METRIC}" in notes
 
 
@@ -493,12 +581,30 @@ def test_notes_say_the_nodepool_check_left_out_the_capacity_buffers_percentage(c
     fake, kubeconfig = cluster
     fake.register("autoscaling.x-k8s.io", "v1beta1", "capacitybuffers", "CapacityBuffer", True)
     fake.register("karpenter.sh", "v1", "nodepools", "NodePool", False)
-    sets = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.capacityBuffer.enabled=auto")
+    sets = (*VLLM, "karpenter.nodePool.enabled=true", "headroom.capacityBuffer.enabled=auto",
+            "headroom.capacityBuffer.ref=scalableRef")
     uncounted = "did not count this percentage"
     _, notes = _install(fake, kubeconfig, *sets, "headroom.capacityBuffer.percentage=25")
-    assert "1 replica(s) 25% of its replicas." in notes and uncounted in notes
+    assert "1 replica(s) 25% of its replicas, each shaped as Deployment vllm's pod template as stored" in notes
+    assert uncounted in notes
     _, notes = _install(fake, kubeconfig, *sets)
     assert "CapacityBuffer vllm-headroom" in notes and uncounted not in notes
+
+
+def test_notes_say_when_placeholders_leave_part_of_a_node_idle(cluster):
+    """Karpenter packs the placeholders of one batch onto one node (pkg/controllers/provisioning/scheduling/
+    scheduler.go: existing, then in-flight NodeClaims before a new one): three 1-GPU placeholders on a g5/g6 pool
+    share a node, and the smallest that holds three GPUs has four."""
+    fake, kubeconfig = cluster
+    fake.register("karpenter.sh", "v1", "nodepools", "NodePool", False)
+    sets = (*VLLM, "karpenter.nodePool.enabled=true", "karpenter.nodePool.instanceFamilies={g5,g6}",
+            "headroom.placeholders.enabled=true")
+    _, notes = _install(fake, kubeconfig, *sets, "headroom.placeholders.replicas=3")
+    assert ("Karpenter packs the placeholders of one batch onto one node: no instance type of the NodePool has "
+            "exactly 3 GPU(s), and the smallest that holds them all (g5.12xlarge) has 4, 1 of them idle.") in notes
+    for whole in (1, 4):  # g5.xlarge holds 1, g5.12xlarge 4: whole nodes
+        _, notes = _install(fake, kubeconfig, *sets, f"headroom.placeholders.replicas={whole}")
+        assert "Karpenter packs the placeholders" not in notes
 
 
 # ------------------------------------------------------------------------------------------ hpa-examples/
@@ -512,7 +618,7 @@ def examples() -> list[dict[str, Any]]:
 
 
 def test_one_example_per_form_and_each_is_valid(examples):
-    assert [d["kind"] for d in examples] == ["CapacityBuffer", "PriorityClass", "Deployment",
+    assert [d["kind"] for d in examples] == ["PodTemplate", "CapacityBuffer", "PriorityClass", "Deployment",
                                              "HorizontalPodAutoscaler"]
     assert validate_all(examples) == []
 
@@ -522,9 +628,16 @@ def test_the_examples_are_what_the_chart_renders_for_vllm(examples):
     container = vllm["spec"]["template"]["spec"]["containers"][0]["resources"]
     sets = ("headroom.workload.gpusPerReplica=1", f"headroom.workload.requests.cpu={container['requests']['cpu']}",
             f"headroom.workload.requests.memory={container['requests']['memory']}")
-    chart_cb = one(rendered(*sets, "headroom.capacityBuffer.enabled=auto", "headroom.capacityBuffer.gpus=4",
-                            api_versions=V1BETA1), "CapacityBuffer")
+    chart_buffer = rendered(*sets, "headroom.capacityBuffer.enabled=auto", "headroom.capacityBuffer.gpus=4",
+                            api_versions=V1BETA1)
+    chart_cb = one(chart_buffer, "CapacityBuffer")
     assert one(examples, "CapacityBuffer") == {**chart_cb, "metadata": one(examples, "CapacityBuffer")["metadata"]}
+    # The buffer's pods: one vllm replica's requests, GPU included, where vllm runs.
+    template, chart_template = (one(d, "PodTemplate")["template"]["spec"] for d in (examples, chart_buffer))
+    assert template["containers"] == chart_template["containers"]
+    assert template["tolerations"] == chart_template["tolerations"] == vllm["spec"]["template"]["spec"]["tolerations"]
+    assert template["affinity"] == vllm["spec"]["template"]["spec"]["affinity"]
+    assert template["containers"][0]["resources"]["requests"] == container["requests"]
     # The placeholders request what one vllm replica does, and the chart's render agrees.
     example_pod = one(examples, "Deployment", "vllm-headroom")["spec"]["template"]["spec"]
     chart = rendered(*sets, "headroom.placeholders.enabled=true", "headroom.placeholders.replicas=2")

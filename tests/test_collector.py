@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from clikit.fake_gpus import fake_gpu_uuid, fake_mig_uuid
 from exporter.backends.base import FieldNotSupported
-from exporter.backends.fake import FakeBackend, fake_gpu_uuid, fake_mig_uuid
+from exporter.backends.fake import FakeBackend
 from exporter.fields.counters import load_counters, parse_counters
 from exporter.fields.entities import GpuEntity
 from exporter.fields.table import Field, Value

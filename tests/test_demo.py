@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from loadtest.processes import MARKER_ENV
+from loadtest.standins.processes import MARKER_ENV
 from tests.support.tools import require_tool
 
 pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]

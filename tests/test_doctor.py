@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from exporter.backends.fake import fake_gpu_uuid
+from clikit.fake_gpus import fake_gpu_uuid
 from exporter.cli.smi_compare import PAIRS, Pair, Status, judge, parse_rows
 from tests.exporter_helpers import write_state
 

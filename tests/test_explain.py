@@ -62,7 +62,7 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("explain")
     endpoint = MetricsEndpoint(EXPOSITION)
-    prom = PrometheusServer([(endpoint.address, {"service": "dcgm-exporter"})], honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {"service": "dcgm-exporter"})], honor_labels=True).start()
     rules = tmp / "rules.yaml"
     rules.write_text(RULES)
     adapter = None

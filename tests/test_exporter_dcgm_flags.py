@@ -177,7 +177,7 @@ def test_no_warning_without_dcgm_only_flags() -> None:
 
 def _daemonset_run(tmp_path: Path, podresources_server: FakePodResourcesServer, args: list[str],
                    env: dict[str, str]) -> tuple[list[Any], str]:
-    from exporter.backends.fake import fake_gpu_uuid
+    from clikit.fake_gpus import fake_gpu_uuid
 
     podresources_server.set_pods([("trainer-0", "ml", [("main", [("nvidia.com/gpu", [fake_gpu_uuid("", 0)])])])])
     state = tmp_path / "state.json"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from exporter.backends.fake import fake_gpu_uuid
+from clikit.fake_gpus import fake_gpu_uuid
 from tests.exporter_helpers import parse_metrics, series, value
 from tests.support.exporter_process import ExporterProcess
 from tests.support.fake_kube import FakeKube, configmap, pod

@@ -52,7 +52,7 @@ def _run(module: str, prog: str, *args: str, cwd: Path | None = None) -> subproc
       "--prometheus-url", "http://127.0.0.1:9", "--query", "up"], "prometheus_api_client"),
 ])
 def test_a_load_test_feature_without_the_extra_names_it(args: list[str], names: str, tmp_path: Path) -> None:
-    done = _run("loadtest.cli", "gpu-loadtest", *args, cwd=tmp_path)
+    done = _run("loadtest.cli.main", "gpu-loadtest", *args, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"gpu-loadtest: error: {_feature(args)} needs {names}, which is not installed: "

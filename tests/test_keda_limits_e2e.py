@@ -56,7 +56,7 @@ class Scaler:
             for i, pod in enumerate(PODS)))
         (tmp / "objects.json").write_text(json.dumps({"pods": [
             {"namespace": "ml", "name": pod, "labels": {"app": "vllm"}} for pod in PODS]}))
-        self.prometheus = PrometheusServer([self.endpoint.address], job="dcgm-exporter", honor_labels=True)
+        self.prometheus = PrometheusServer([self.endpoint.address], job="dcgm-exporter", honor_labels=True).start()
         self.adapter: AdapterProcess | None = None
         self.proxy: ServiceProxy | None = None
         self.port = free_port()

@@ -88,7 +88,7 @@ class Stack:
                   "gemma-epp": epp_labels("llm", "gemma-epp-5b6a4-0")}
         (tmp / "rules.yaml").write_text(RULES)
         (tmp / "objects.json").write_text(json.dumps(OBJECTS))
-        self.prometheus = PrometheusServer([(e.address, labels[n]) for n, e in self.endpoints.items()])
+        self.prometheus = PrometheusServer([(e.address, labels[n]) for n, e in self.endpoints.items()]).start()
         self.adapter: AdapterProcess | None = None
         self.scaler_port = free_port()
         try:

@@ -56,7 +56,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("listener")
     (tmp / "rules.yaml").write_text(RULES)
     endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 50\n')
-    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="1s")
+    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="1s").start()
     proxy = CountingProxy(prom.url)
     adapter = None
     try:

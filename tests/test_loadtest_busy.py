@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.busy import BusyWindow
+from loadtest.standins.busy import BusyWindow
 
 pytestmark = pytest.mark.unit
 

@@ -16,18 +16,23 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from loadtest.capacity_options import capacity_profile
-from loadtest.cli import print_summary
-from loadtest.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
-from loadtest.demo import DemoOutputs, DemoResult, DemoSettings, capacity_settings, describe_hpa
-from loadtest.kube_state import OwnerSeries, replicaset_name
-from loadtest.live import Progress
-from loadtest.node_layer import NodeLayerConfig, NodesKind
+from loadtest.cli.summary import print_summary
+from loadtest.clock import DemoClock
+from loadtest.hpa.record import SyncRecord
+from loadtest.loadgen.profile import parse_profile
+from loadtest.measure.progress import Progress
+from loadtest.measure.summary import summarize
+from loadtest.measure.time_to_capacity import ScaleUp, demand_for, measure, replicas_for, replicas_needed, surges
+from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes import NodeTimings, load_nodepool
-from loadtest.profile import parse_profile
-from loadtest.summary import summarize
-from loadtest.time_to_capacity import PodSpan, ScaleUp, demand_for, measure, replicas_needed, surges
-from loadtest.timeline import SyncRecord, TimelineRow
+from loadtest.nodes.cluster import PodSpan
+from loadtest.nodes.layer import NodeLayerConfig, NodesKind
+from loadtest.scenarios.capacity_options import capacity_profile
+from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
+from loadtest.scenarios.demo_settings import DemoSettings, capacity_settings
+from loadtest.scenarios.describe import describe_hpa
+from loadtest.scenarios.outputs import Outputs, RunResult
+from loadtest.standins.kube_state import OwnerSeries, replicaset_name
 
 pytestmark = pytest.mark.unit
 
@@ -54,6 +59,7 @@ def test_each_surge_needs_the_replicas_of_its_own_peak() -> None:
     profile = parse_profile("300s:8,600s:30,300s:8,600s:55,300s:8")
     low, high = surges(profile)
     assert [replicas_needed(profile, s, 15.0) for s in (low, high)] == [2, 4]  # 30 and 55 requests/s at 15 each
+    assert [replicas_for(55.0, 55 / 4), replicas_for(55.0, 15.0), replicas_for(0.0, 15.0)] == [4, 4, 0]
     # The low surge's capacity is its two replicas, not the profile's peak four: with four it is never reached.
     assert demand_for(profile, low, 2, 15.0) == pytest.approx(300.0, abs=0.1)
 
@@ -78,7 +84,7 @@ def test_time_to_capacity_charges_each_moment_to_the_slowest_outstanding_phase()
     assert up.pending_pod_seconds == pytest.approx(10.0 + 10.0)
     assert up.first_replica_wait_s == pytest.approx(10.0)  # the pod of the 1 -> 2 decision waited for its node
     assert (up.requests_failed, up.requests_queued, up.nodes_launched) == (2 * 55, 55, 2)
-    doc = up.to_json(time_scale=20.0)
+    doc = up.to_json(DemoClock(20.0))
     assert doc["time_to_capacity_s"] == pytest.approx(1100.0) and doc["phases_s"]["node"] == pytest.approx(400.0)
 
 
@@ -130,15 +136,15 @@ def test_a_ramp_adds_the_figures_behind_demand() -> None:
 
 
 def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_path: Path) -> None:
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool())
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool())
     settings = capacity_settings(config, quick=True)
     seen: list[NodeLayerConfig] = []
 
-    async def runner(s: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(s: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         assert s.capacity is not None
         seen.append(s.capacity)
         cost = {0: 10_000.0}.get(s.capacity.headroom, 30_000.0 if not s.capacity.headroom_auto else 15_000.0)
-        return DemoResult(summary_with([600.0], cost), [], [])
+        return RunResult(summary_with([600.0], cost), [], [])
 
     comparison = asyncio.run(run_capacity_comparison(
         settings, 4, plot=None, summary=tmp_path / "s.json", csv=None,
@@ -154,23 +160,23 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
 
 def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compare-capacity``'s console output comes from the comparison's own rows and figures."""
-    import loadtest.compare
-    from loadtest.cli import _compare_capacity
+    import loadtest.scenarios.compare
+    from loadtest.cli.demo import _compare_capacity
 
     costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
     times = {"none": 1200.0, "static": 150.0, "auto": 400.0}
 
-    async def runner(s: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(s: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         assert s.capacity is not None
         name = "none" if not s.capacity.headroom else "auto" if s.capacity.headroom_auto else "static"
-        return DemoResult(summary_with([times[name]], costs[name]), [], [])
+        return RunResult(summary_with([times[name]], costs[name]), [], [])
 
-    real = loadtest.compare.run_capacity_comparison
-    monkeypatch.setattr(loadtest.compare, "run_capacity_comparison",
+    real = loadtest.scenarios.compare.run_capacity_comparison
+    monkeypatch.setattr(loadtest.scenarios.compare, "run_capacity_comparison",
                         lambda *args, **kwargs: real(*args, **kwargs, runner=runner))
     console = Console(record=True, width=200, file=io.StringIO())
-    settings = capacity_settings(NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4),
-                                 quick=True)
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool(), headroom=4)
+    settings = capacity_settings(config, quick=True)
     _compare_capacity(console, settings, tmp_path / "c.png", None, None)
     text = console.export_text()
     assert [line.split(" ")[0] for line in text.splitlines() if line.startswith("--headroom")] == ["--headroom"] * 3
@@ -197,18 +203,18 @@ def test_the_summary_prints_each_surge_and_the_node_totals() -> None:
 
 
 def test_the_plot_draws_nodes_and_pending_pods_beside_replicas(tmp_path: Path) -> None:
-    from loadtest.plot import plot_capacity_comparison, plot_timeline
+    from loadtest.measure.plot import plot_capacity_comparison, plot_timeline
 
     rows = [TimelineRow(t=float(t), phase="hold", target_rps=50.0, sent=50, ok=50, current_replicas=1 + (t > 5),
                         desired_replicas=2, nodes=1 + (t > 2), node_gpus=1 + 4 * (t > 2),
                         gpus_allocatable=1 + 4 * (t > 8), pending_pods=int(2 < t <= 8), placeholders=0)
             for t in range(12)]
-    plot_timeline(rows, [SyncRecord(2.0, 1, 2)], tmp_path / "one.png", title="t", time_scale=20.0)
+    plot_timeline(rows, [SyncRecord(2.0, 1, 2)], tmp_path / "one.png", title="t", clock=DemoClock(20.0))
     plot_capacity_comparison([("none", rows, []), ("auto", rows, [])], tmp_path / "cmp.png", title="t",
-                             time_scale=20.0)
+                             clock=DemoClock(20.0))
     pods_only = [replace(r, nodes=None, node_gpus=None, gpus_allocatable=None, pending_pods=None, placeholders=None)
                  for r in rows]
-    plot_timeline(pods_only, [SyncRecord(2.0, 1, 2)], tmp_path / "pods.png", title="t", time_scale=20.0)
+    plot_timeline(pods_only, [SyncRecord(2.0, 1, 2)], tmp_path / "pods.png", title="t", clock=DemoClock(20.0))
     for name in ("one.png", "cmp.png", "pods.png"):
         assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
 
@@ -231,7 +237,7 @@ def test_the_kube_state_stand_in_writes_owner_series() -> None:
 
 
 def test_capacity_settings_put_real_time_on_the_compressed_clock() -> None:
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool(), headroom=4, headroom_auto=True)
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool(), headroom=4, headroom_auto=True)
     settings = capacity_settings(config)
     assert settings.sync_period_s == 0.75 and settings.scale_down_window_s == 15
     assert settings.cold_start_s == pytest.approx(NodeTimings().model_load_s / 20)
@@ -288,7 +294,7 @@ def test_a_replica_recreated_under_its_name_keeps_its_earlier_life() -> None:
 def test_the_nodepools_own_timer_runs_on_the_compressed_clock_too() -> None:
     from loadtest.nodes import Karpenter
 
-    config = NodeLayerConfig(NodesKind.KARPENTER, 20.0, pool=load_nodepool())
+    config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool())
     karpenter = config.provisioner()
     assert isinstance(karpenter, Karpenter)
     assert karpenter.pool.consolidate_after_s == 15.0 and karpenter.settings.batch_max_s == 0.5  # 5 min, 10 s

@@ -14,8 +14,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from loadtest.cli import main
-from loadtest.compare import (
+from loadtest.cli.main import main
+from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
+from loadtest.hpa.record import SyncRecord
+from loadtest.hpa.scale_on import ScaleOn
+from loadtest.measure.progress import Progress
+from loadtest.measure.summary import PhaseLatency, Summary
+from loadtest.measure.timeline import TimelineRow
+from loadtest.scenarios.compare import (
     comparison_row,
     format_table,
     format_zero_table,
@@ -24,22 +30,16 @@ from loadtest.compare import (
     saving,
     zero_row,
 )
-from loadtest.demo import (
+from loadtest.scenarios.demo_settings import (
     DEFAULT_SETTINGS,
     QUICK_SETTINGS,
     ZERO_QUICK_SETTINGS,
     ZERO_SETTINGS,
-    DemoOutputs,
-    DemoResult,
     DemoSettings,
-    ScaleOn,
-    describe_metrics,
     with_overrides,
 )
-from loadtest.hpa import MetricType, PolicyType, ScalingPolicy, TargetType
-from loadtest.live import Progress
-from loadtest.summary import PhaseLatency, Summary
-from loadtest.timeline import SyncRecord, TimelineRow
+from loadtest.scenarios.describe import describe_metrics
+from loadtest.scenarios.outputs import Outputs, RunResult
 
 pytestmark = pytest.mark.unit
 
@@ -91,13 +91,13 @@ def test_run_comparison_runs_each_choice_and_stops_after_a_failure(tmp_path: Pat
     run's summary in one JSON, one plot, a CSV path per run; a failed run ends the comparison."""
     seen: list[tuple[ScaleOn, Path | None]] = []
 
-    async def runner(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(settings: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         seen.append((settings.scale_on, outputs.csv))
         rows = [TimelineRow(t=float(t), phase="hold", target_rps=55.0, sent=55, ok=50, errors=5, p95_ms=40.0,
                             current_replicas=1 + t, desired_replicas=2 + t) for t in range(3)]
         syncs = [SyncRecord(1.0, 1, 2, 99.0, "pods metric X above target")]
         error = "RuntimeError: adapter exited" if settings.scale_on is ScaleOn.QUEUE else None
-        return DemoResult(summary(1.0, 1, 3, 15, 0, 40.0), rows, syncs, error=error)
+        return RunResult(summary(1.0, 1, 3, 15, 0, 40.0), rows, syncs, error=error)
 
     def progress(choice: ScaleOn) -> Progress:
         return Progress(Console(file=io.StringIO()))
@@ -187,12 +187,12 @@ def test_zero_comparison_table_and_saving() -> None:
 def test_run_zero_comparison_runs_min_1_then_min_0_on_the_same_settings(tmp_path: Path) -> None:
     seen: list[tuple[int, ScaleOn, str, Path | None]] = []
 
-    async def runner(settings: DemoSettings, outputs: DemoOutputs, progress: Progress) -> DemoResult:
+    async def runner(settings: DemoSettings, outputs: Outputs, progress: Progress) -> RunResult:
         seen.append((settings.min_replicas, settings.scale_on, settings.profile.text(), outputs.csv))
         rows = [TimelineRow(t=float(t), phase="hold", target_rps=10.0, sent=10, ok=10, current_replicas=0,
                             desired_replicas=0, pods=0, gpu_seconds=0.0) for t in range(3)]
         gpu = 320.0 if settings.min_replicas else 212.4
-        return DemoResult(zero_summary(gpu, 0 if settings.min_replicas else 95, COLD, 1 - settings.min_replicas),
+        return RunResult(zero_summary(gpu, 0 if settings.min_replicas else 95, COLD, 1 - settings.min_replicas),
                           rows, [])
 
     def progress(min_replicas: int) -> Progress:

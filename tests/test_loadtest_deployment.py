@@ -18,14 +18,15 @@ import pytest
 from adapter.kube.standalone import StandaloneObjects
 from adapter.rules import normalise_resource
 from adapter.rules.selectors import parse_selector
-from exporter.backends.fake import fake_gpu_uuid, parse_state
+from clikit.fake_gpus import fake_gpu_uuid
+from exporter.backends.fake import parse_state
 from exporter.pods.mapping import DeviceAllocation, PodRef
 from exporter.pods.podresources.client import list_allocations
-from loadtest.deployment import DeploymentConfig, LocalDeployment
 from loadtest.hpa import PodPhase
-from loadtest.kubelet import PodResourcesServer
-from loadtest.processes import ChildProcesses
-from loadtest.statefiles import fake_gpu_state, standalone_pods
+from loadtest.standins.deployment import DeploymentConfig, LocalDeployment
+from loadtest.standins.kubelet import PodResourcesServer
+from loadtest.standins.processes import ChildProcesses
+from loadtest.standins.statefiles import fake_gpu_state, standalone_pods
 
 pytestmark = pytest.mark.e2e
 

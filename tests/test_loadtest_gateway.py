@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapter.presets.gateway import DISPATCH_CYCLES, GATEWAY_METRICS, READY
-from loadtest.gateway import QUEUE_TIMED_OUT, Endpoint, Gateway, GatewayConfig
-from loadtest.http1 import read_request, response
+from loadtest.standins.gateway import QUEUE_TIMED_OUT, Endpoint, Gateway, GatewayConfig
+from loadtest.standins.http1 import read_request, response
 
 pytestmark = pytest.mark.unit
 

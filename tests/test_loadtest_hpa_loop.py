@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from loadtest.hpa import Autoscaler, Behavior, HPASpec, MetricSpec, Pod, PodPhase, ScalingRules
-from loadtest.hpa_loop import HpaLoop
-from loadtest.metrics_api import CustomMetricsClient, MetricsApiError, choose_version
+from loadtest.hpa.loop import HpaLoop
+from loadtest.hpa.metrics_api import CustomMetricsClient, MetricsApiError, choose_version
 
 pytestmark = pytest.mark.unit
 

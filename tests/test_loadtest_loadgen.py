@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from loadtest.loadgen import Arrivals, LoadGenerator, percentile
-from loadtest.profile import parse_profile
+from loadtest.clock import DemoClock
+from loadtest.loadgen.open_loop import Arrivals, LoadGenerator, percentile
+from loadtest.loadgen.profile import parse_profile
 from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.unit
@@ -156,7 +157,7 @@ def test_a_compressed_run_keeps_the_noise_of_its_real_time_span() -> None:
     """At 20 times real time, 6 s of the demo stand for 2 minutes: their count of a 10 requests/s Poisson load must
     vary as 1200 requests do (sd 35, 2.9 %), not as 60 do (sd 7.7, 13 %), or a rate over them reads as load changing."""
     profile = parse_profile("3000s:10")
-    compressed = LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, time_scale=20.0, seed=7)
+    compressed = LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, clock=DemoClock(20.0), seed=7)
     plain = LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, seed=7)
     for generator, expected_sd in ((compressed, 60 * (1200 ** 0.5) / 1200), (plain, 60 ** 0.5)):
         times = list(generator.send_times())
@@ -166,15 +167,15 @@ def test_a_compressed_run_keeps_the_noise_of_its_real_time_span() -> None:
         sd = (sum((c - mean) ** 2 for c in counts) / len(counts)) ** 0.5
         assert mean == pytest.approx(60, rel=0.03)
         # within a quarter (rounding each second's count at random adds a little to the compressed one)
-        assert sd == pytest.approx(expected_sd, rel=0.25), (generator.time_scale, sd)
+        assert sd == pytest.approx(expected_sd, rel=0.25), (generator.clock, sd)
 
 
 def test_a_compressed_run_follows_ramps_and_idle_spells() -> None:
     profile = parse_profile("100s:0,100s:0..40,100s:40")
-    times = list(LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, time_scale=20.0,
+    times = list(LoadGenerator(profile, lambda: None, arrivals=Arrivals.POISSON, clock=DemoClock(20.0),
                                seed=3).send_times())
     assert not [t for t in times if t < 100]
     assert len([t for t in times if 100 <= t < 200]) == pytest.approx(2000, rel=0.05)
     assert len([t for t in times if t >= 200]) == pytest.approx(4000, rel=0.05)
     with pytest.raises(ValueError, match="time_scale"):
-        LoadGenerator(profile, lambda: None, time_scale=0.5)
+        LoadGenerator(profile, lambda: None, clock=DemoClock(0.5))

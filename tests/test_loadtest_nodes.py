@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.capacity_options import CapacityOptionError, capacity_config, parse_headroom, parse_timings
-from loadtest.cli import main
-from loadtest.node_layer import NodesKind
+from loadtest.cli.main import main
+from loadtest.clock import DemoClock
 from loadtest.nodes import (
     Cluster,
     ClusterAutoscaler,
@@ -30,8 +29,11 @@ from loadtest.nodes import (
     load_node_groups,
     load_nodepool,
     nodepool_from_values,
-    scaled,
 )
+from loadtest.nodes.cluster import Pod
+from loadtest.nodes.layer import NodesKind
+from loadtest.nodes.placement import first_fit
+from loadtest.scenarios.capacity_options import CapacityOptionError, capacity_config, parse_headroom, parse_timings
 
 pytestmark = pytest.mark.unit
 
@@ -98,6 +100,27 @@ def test_a_pod_seen_again_in_its_window_does_not_extend_it() -> None:
     assert karpenter.launches == []
     run(cluster, karpenter, 1.2, start=1.0, step=0.05)
     assert [round(t, 2) for t, _, _ in karpenter.launches] == [1.0]
+
+
+# ------------------------------------------------------------------ first fit: the placement both provisioners use
+
+FIRST_FIT = [
+    # (case, pods' GPUs, free GPUs per node, nodes it may open of how many GPUs, placed, left, free after)
+    ("each pod on the first node with room", [1, 2, 1], [1, 2, 4], (0, 0), [1, 2, 1], [], [0, 0, 3]),
+    ("a pod that fits nowhere is left, the next still placed", [4, 1], [2, 2], (0, 0), [1], [4], [1, 2]),
+    ("new nodes opened up to the limit, filled in order", [1, 1, 1, 1, 1], [], (2, 2), [1, 1, 1, 1], [1], [0, 0]),
+    ("existing nodes before new ones", [1, 2], [1], (1, 4), [1, 2], [], [0, 2]),
+    ("no new node for a pod larger than one", [8], [], (1, 4), [], [8], []),
+]
+
+
+@pytest.mark.parametrize(("case", "gpus", "free", "opening", "placed", "left", "after"), FIRST_FIT,
+                         ids=[f[0] for f in FIRST_FIT])
+def test_first_fit(case: str, gpus: list[int], free: list[int], opening: tuple[int, int], placed: list[int],
+                   left: list[int], after: list[int]) -> None:
+    pods = [Pod(f"p{i}", "infer", PodTemplate(gpus=g), 0.0) for i, g in enumerate(gpus)]
+    done, rest = first_fit(pods, free, open_nodes=opening[0], node_gpus=opening[1])
+    assert ([p.gpus for p in done], [p.gpus for p in rest], free) == (placed, left, after)
 
 
 # --------------------------------------------------------------------------------- Karpenter: bin-packing, limits
@@ -562,4 +585,4 @@ def test_options_parse_into_the_node_layer() -> None:
     with pytest.raises(CapacityOptionError, match="--time-scale 0"):
         capacity_config(NodesKind.KARPENTER, headroom=None, time_scale=0, timings=[], nodepool=None,
                         node_groups=None, placeholder_image="pause", provisioning_time=None, replicas=1)
-    assert scaled(NodeTimings(), 20.0).node_s == pytest.approx(9.0)
+    assert DemoClock(20.0).demo_settings(NodeTimings()).node_s == pytest.approx(9.0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loadtest.processes import MARKER_ENV, ChildProcesses
+from loadtest.standins.processes import MARKER_ENV, ChildProcesses
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.cli import _profile_option
-from loadtest.profile import Profile, ProfileError, Segment, parse_duration, parse_profile
+from loadtest.cli.run import profile_option
+from loadtest.loadgen.profile import Profile, ProfileError, Segment, parse_duration, parse_profile
 
 pytestmark = pytest.mark.unit
 
@@ -82,12 +82,12 @@ def test_an_empty_profile_is_refused() -> None:
 
 
 def test_run_profile_option_takes_a_bare_rate_and_stretches_to_duration() -> None:
-    assert _profile_option("50", None) == parse_profile("60s:50")
-    assert _profile_option("50", "2m") == parse_profile("120s:50")
-    assert _profile_option("30s:5,60s:50,30s:5", "60s").duration == pytest.approx(60)
+    assert profile_option("50", None) == parse_profile("60s:50")
+    assert profile_option("50", "2m") == parse_profile("120s:50")
+    assert profile_option("30s:5,60s:50,30s:5", "60s").duration == pytest.approx(60)
     with pytest.raises(ProfileError, match="bare rate"):
-        _profile_option("lots", None)
-    assert _profile_option("12.3456789", None).peak_rate == 12.3456789  # kept exactly, not printed and re-read
+        profile_option("lots", None)
+    assert profile_option("12.3456789", None).peak_rate == 12.3456789  # kept exactly, not printed and re-read
 
 
 @pytest.mark.parametrize(("text", "duration", "message"), [
@@ -98,5 +98,5 @@ def test_run_profile_option_takes_a_bare_rate_and_stretches_to_duration() -> Non
 ])
 def test_run_profile_option_errors_name_the_option(text: str, duration: str | None, message: str) -> None:
     with pytest.raises(ProfileError) as caught:
-        _profile_option(text, duration)
+        profile_option(text, duration)
     assert str(caught.value) == message

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadtest.replica import READY_PREFIX
+from loadtest.standins.replica import READY_PREFIX
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

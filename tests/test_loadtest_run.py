@@ -19,12 +19,13 @@ import pytest
 import yaml
 from rich.console import Console
 
-from loadtest.kube import ClusterReading
-from loadtest.live import Progress
-from loadtest.loadgen import Arrivals
-from loadtest.profile import parse_profile
-from loadtest.replica import READY_PREFIX
-from loadtest.run import RunOptions, RunOutputs, run_load
+from loadtest.hpa.watch import ClusterReading
+from loadtest.loadgen.open_loop import Arrivals
+from loadtest.loadgen.profile import parse_profile
+from loadtest.measure.progress import Progress
+from loadtest.scenarios.outputs import Outputs
+from loadtest.scenarios.run import RunOptions, run_load
+from loadtest.standins.replica import READY_PREFIX
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.prometheus import PrometheusServer
@@ -193,7 +194,7 @@ DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",namespace="demo",pod="infer-1",contain
 
 def test_run_polls_a_custom_metric_and_prometheus_range_data(replica_url: str, tmp_path: Path) -> None:
     endpoint = MetricsEndpoint(GPU_SERIES)
-    prom = PrometheusServer([endpoint.address], honor_labels=True)
+    prom = PrometheusServer([endpoint.address], honor_labels=True).start()
     adapter = None
     try:
         prom.wait_for("DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) == 2)
@@ -266,7 +267,7 @@ def test_drain_seconds_carry_what_was_observed_in_them() -> None:
         options = RunOptions(url=f"http://127.0.0.1:{port}/infer", profile=parse_profile("1s:4"),
                              arrivals=Arrivals.UNIFORM, watch_interval_s=0.1)
         try:
-            result = await run_load(options, SteadyMetric(), RunOutputs(),  # type: ignore[arg-type]
+            result = await run_load(options, SteadyMetric(), Outputs(),  # type: ignore[arg-type]
                                     progress)
         finally:
             server.close()

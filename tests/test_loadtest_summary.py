@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.loadgen import SecondStats
-from loadtest.profile import parse_profile
-from loadtest.summary import PhaseLatency, summarize
-from loadtest.timeline import SyncRecord, TimelineRow, build_rows, write_csv
+from loadtest.hpa.record import SyncRecord
+from loadtest.loadgen.open_loop import SecondStats
+from loadtest.loadgen.profile import parse_profile
+from loadtest.measure.summary import PhaseLatency, summarize
+from loadtest.measure.timeline import TimelineRow, build_rows, write_csv
 
 pytestmark = pytest.mark.unit
 

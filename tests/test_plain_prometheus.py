@@ -42,7 +42,7 @@ def test_the_rules_file_holds_exactly_the_prometheus_rules_groups():
 
 def test_promtool_accepts_the_rules_file():
     proc = run([tool("promtool"), "check", "rules", str(RULES)])
-    assert "SUCCESS: 12 rules found" in proc.stdout
+    assert "SUCCESS: 35 rules found" in proc.stdout  # as the chart's default PrometheusRule
 
 
 def test_the_charts_rule_unit_tests_pass_on_the_plain_file(tmp_path):
@@ -60,7 +60,8 @@ def test_the_generator_writes_the_rules_for_your_values(tmp_path):
     text = out.read_text()
     assert "values: --set exporter.service.name=gpu-metrics" in text
     groups = yaml.safe_load(text)["groups"]
-    assert [g["name"] for g in groups] == ["gpu-autoscaler.recording", "gpu-autoscaler.inference"]
+    assert [g["name"] for g in groups] == ["gpu-autoscaler.recording", "gpu-autoscaler.inference",
+                                           "gpu-autoscaler.capacity", "gpu-autoscaler.capacity-history"]
     assert 'job="gpu-metrics"' in text and "alert:" not in text
     assert "SUCCESS" in run([tool("promtool"), "check", "rules", str(out)]).stdout
     bad = generate("-o", str(out), "--", "--set", "prometheusRule.alerts=false",

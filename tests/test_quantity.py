@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter.api.quantity import format_quantity, milli_value, parse_quantity
+from clikit.quantity import format_quantity, milli_value, parse_quantity
 
 pytestmark = pytest.mark.unit
 

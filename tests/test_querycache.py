@@ -263,7 +263,7 @@ PROMQL = 'avg by (pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml",pod="infer-0"})'
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PrometheusServer, Path]]:
     endpoint = MetricsEndpoint(EXPOSITION)
-    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="2s")
+    prom = PrometheusServer([endpoint.address], honor_labels=True, scrape_interval="2s").start()
     tmp = tmp_path_factory.mktemp("querycache")
     (tmp / "rules.yaml").write_text(RULES)
     try:

@@ -46,7 +46,7 @@ def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess
     (tmp / "rules.yaml").write_text(yaml.safe_dump({"resourceRules": values["adapter"]["rules"]["resource"]}))
     start_ms = int(time.time() * 1000) - 20_000
     endpoint = MetricsEndpoint(exposition(0, start_ms))
-    prom = PrometheusServer([(endpoint.address, {})], job="kubelet", honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {})], job="kubelet", honor_labels=True).start()
     process = None
     try:
         prom.wait_for('node_memory_MemAvailable_bytes{instance="node-a"}', timeout=30)

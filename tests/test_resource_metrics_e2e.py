@@ -46,7 +46,7 @@ BASE = "/apis/metrics.k8s.io/v1beta1"
 @pytest.fixture(scope="module")
 def prometheus() -> Iterator[PrometheusServer]:
     endpoint = MetricsEndpoint(EXPOSITION)
-    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True).start()
     try:
         prom.wait_for('node_mem{instance="node-b"}', timeout=30)
         yield prom

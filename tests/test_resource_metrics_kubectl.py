@@ -34,7 +34,7 @@ def kubectl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str
         kube.put("", "v1", "pods", pod(ns, name, {"app": app}))
     kube.start()
     endpoint = MetricsEndpoint(EXPOSITION)
-    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True).start()
     adapter = None
     try:
         prom.wait_for('node_mem{instance="node-b"}', timeout=30)

@@ -115,7 +115,7 @@ def exposition() -> str:
 def adapter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdapterProcess]:
     tmp: Path = tmp_path_factory.mktemp("upstream-resource")
     endpoint = MetricsEndpoint(exposition())
-    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True)
+    prom = PrometheusServer([(endpoint.address, {})], job="cadvisor", honor_labels=True).start()
     (tmp / "rules.yaml").write_text(RULES)
     process = None
     try:

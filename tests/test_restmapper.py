@@ -87,7 +87,7 @@ rules:
 def test_a_crd_installed_while_the_adapter_runs_is_served_without_a_restart(fake_kube: FakeKube,
                                                                              tmp_path: Path) -> None:
     endpoint = MetricsEndpoint('cheese_sales{namespace="default",brand="gouda"} 5\n')
-    prom = PrometheusServer([endpoint.address], honor_labels=True)
+    prom = PrometheusServer([endpoint.address], honor_labels=True).start()
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     adapter = None

@@ -141,7 +141,7 @@ class ConfigMapMount:
 def prom() -> Iterator[PrometheusServer]:
     endpoint = MetricsEndpoint('DCGM_FI_DEV_GPU_UTIL{gpu="0",namespace="ml",pod="infer-0"} 40\n'
                                'DCGM_FI_DEV_GPU_UTIL{gpu="1",namespace="ml",pod="infer-0"} 80\n')
-    server = PrometheusServer([endpoint.address], honor_labels=True)
+    server = PrometheusServer([endpoint.address], honor_labels=True).start()
     try:
         server.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="infer-0"}', lambda r: len(r) == 2, timeout=30)
         yield server

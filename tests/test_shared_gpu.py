@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from clikit.fake_gpus import fake_gpu_uuid, fake_mig_uuid
 from exporter.backends.base import GpuProcess, ProcessReport
-from exporter.backends.fake import FakeBackend, FakeStateError, fake_gpu_uuid, fake_mig_uuid, parse_state
+from exporter.backends.fake import FakeBackend, FakeStateError, parse_state
 from exporter.fields.counters import load_counters
 from exporter.fields.entities import GpuEntity
 from exporter.pods.directory import KubeletLogDirectory, PodName

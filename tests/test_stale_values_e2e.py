@@ -63,7 +63,7 @@ def stopped(tmp_path_factory: pytest.TempPathFactory,
             ) -> Iterator[tuple[AdapterProcess, PrometheusServer, MetricsEndpoint]]:
     tmp: Path = tmp_path_factory.mktemp("stale")
     endpoint = MetricsEndpoint(render=exposition)
-    prom = PrometheusServer([(endpoint.address, {})], job="queue")
+    prom = PrometheusServer([(endpoint.address, {})], job="queue").start()
     rules = tmp / "rules.yaml"
     rules.write_text(RULES)
     adapter = None

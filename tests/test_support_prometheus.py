@@ -79,4 +79,15 @@ def test_context_manager_and_startup_failure() -> None:
     assert _process_gone(pid)
 
     with pytest.raises(PrometheusError, match="exited with code"):
-        PrometheusServer([], extra_args=["--no-such-flag"])
+        PrometheusServer([], extra_args=["--no-such-flag"]).start()
+
+
+def test_constructing_starts_nothing() -> None:
+    from tests.support.prometheus import PrometheusError, PrometheusServer
+
+    server = PrometheusServer([], extra_args=["--no-such-flag"])  # would fail at once if it started
+    with pytest.raises(PrometheusError, match="not started"):
+        server.process  # noqa: B018
+    assert server.config["scrape_configs"][0]["job_name"] == "test"
+    server.stop()  # nothing to stop
+

@@ -10,7 +10,7 @@ from email.utils import formatdate
 
 import pytest
 
-from loadtest.taurus.cache import HttpCache
+from loadtest.loadgen.taurus.cache import HttpCache
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtest.cli import main
-from loadtest.taurus.merge import merge_documents, replace_tabs
-from loadtest.taurus.plan import TaurusFileError, load_plan
+from loadtest.cli.main import main
+from loadtest.loadgen.taurus.merge import merge_documents, replace_tabs
+from loadtest.loadgen.taurus.plan import TaurusFileError, load_plan
 
 pytestmark = pytest.mark.unit
 

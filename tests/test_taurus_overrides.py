@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loadtest.taurus.overrides import OverrideError, apply_overrides
+from loadtest.loadgen.taurus.overrides import OverrideError, apply_overrides
 
 pytestmark = pytest.mark.unit
 

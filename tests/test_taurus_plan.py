@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from loadtest.cli import main
-from loadtest.taurus.keys import ANY_VALUE, LEVELS, Key, markdown
-from loadtest.taurus.plan import HttpRequest, TaurusFileError, TaurusPlan, load_plan, read_plan
-from loadtest.taurus.values import ThinkTime
+from loadtest.cli.main import main
+from loadtest.loadgen.taurus.keys import ANY_VALUE, LEVELS, Key, markdown
+from loadtest.loadgen.taurus.plan import HttpRequest, TaurusFileError, TaurusPlan, load_plan, read_plan
+from loadtest.loadgen.taurus.values import ThinkTime
 from tests.support.docs import generated_block
 
 pytestmark = pytest.mark.unit
@@ -79,7 +79,7 @@ def test_taurus_readme_form_overridden_as_bzt_overrides_it(tmp_path: Path) -> No
 
 def test_taurus_defaults_that_change_what_is_sent(tmp_path: Path) -> None:
     """bzt/jmx/http.py: store-cache and retrieve-resources are on unless a scenario turns them off. The cache is
-    kept (loadtest.taurus.cache); embedded resources are not fetched, and a scenario leaving them on says so."""
+    kept (loadtest.loadgen.taurus.cache); embedded resources are not fetched, and a scenario leaving them on says so."""
     plan = read_plan(yaml.safe_load(yaml.safe_dump(GUIDE)), Path("vision-api-bzt.yaml"))
     assert plan.executions[0].scenario.store_cache is True
     assert plan.notes == ("scenarios.vision-api: retrieve-resources is on (Taurus' default): JMeter would also "
@@ -299,7 +299,7 @@ def test_the_error_type_carries_the_same_line(tmp_path: Path) -> None:
 
 def test_docs_key_tables_are_the_code_tables() -> None:
     assert generated_block("taurus.md", "taurus-keys") == markdown(), (
-        "regenerate docs/taurus.md's taurus-keys tables: python -c 'from loadtest.taurus.keys import markdown; "
+        "regenerate docs/taurus.md's taurus-keys tables: python -c 'from loadtest.loadgen.taurus.keys import markdown; "
         "print(markdown(), end=\"\")'")
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from loadtest.cli import main
+from loadtest.cli.main import main
 from tests.support.recording_http import RecordingServer
 from tests.support.waiting import wait_until
 
@@ -191,9 +191,10 @@ CACHED = {"execution": [{"concurrency": 1, "iterations": 2, "scenario": "s"}],
 
 
 def test_store_cache_keeps_jmeters_cache_for_each_pass(tmp_path: Path) -> None:
-    """Taurus' default store-cache: true, JMeter's cache manager cleared at each pass (loadtest.taurus.cache). In
-    each of the 2 passes: the second /cached (max-age=60) is not sent, and not counted, as JMeter records no sample
-    for it; the second /etag (no-cache) is sent with If-None-Match and answered 304, a success."""
+    """Taurus' default store-cache: true, JMeter's cache manager cleared at each pass
+    (loadtest.loadgen.taurus.cache). In each of the 2 passes: the second /cached (max-age=60) is not sent, and not
+    counted, as JMeter records no sample for it; the second /etag (no-cache) is sent with If-None-Match and answered
+    304, a success."""
     with RecordingServer() as server:
         summary, _ = run_file(tmp_path, CACHED, "-o", f"scenarios.s.default-address={server.url}")
     assert len(server.seen("/cached")) == 2

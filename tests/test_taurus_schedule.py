@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from loadtest.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
+from loadtest.loadgen.taurus.schedule import RateCap, concurrency_group_starts, shaper_rows, thread_group_starts
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from loadtest.taurus.values import TaurusValueError, ThinkTime, parse_think_time
+from loadtest.loadgen.taurus.values import TaurusValueError, ThinkTime, parse_think_time
 
 pytestmark = pytest.mark.unit
 

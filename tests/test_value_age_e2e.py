@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from exporter.backends.fake import FakeStateError, fake_gpu_uuid, parse_state
+from clikit.fake_gpus import fake_gpu_uuid
+from exporter.backends.fake import FakeStateError, parse_state
 from tests.exporter_helpers import parse_metrics, series, value, write_state
 from tests.support.exporter_process import ExporterProcess
 from tests.support.waiting import wait_until

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from adapter.api.quantity import format_quantity
 from adapter.api.serialise import rfc3339
+from clikit.quantity import format_quantity
 
 RESOURCE_GROUP = "metrics.k8s.io"
 RESOURCE_VERSION = "v1beta1"

@@ -7,10 +7,10 @@ import asyncio
 import typer
 
 from adapter.cli import values
-from adapter.cli.flags import Options
 from adapter.prometheus.client import PrometheusClient
 from adapter.prometheus.discovery import Discovery
 from adapter.provider.resource import check_resource_rules
+from clikit.flags import Options
 
 
 def check(options: Options) -> None:

@@ -13,10 +13,11 @@ import typer
 
 from adapter.api.status import ApiError
 from adapter.cli import values
-from adapter.cli.flags import Options, UsageError
+from adapter.cli.flags import UsageError
 from adapter.cli.serve import object_resolver
 from adapter.kube.config import load_api_client
 from adapter.provider.explain import explain_live, query_selectors, render_text
+from clikit.flags import Options
 
 PATH = inspect.Parameter("path", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str, typer.Argument(
     help="API path, e.g. /apis/custom.metrics.k8s.io/v1beta2/namespaces/ml/pods/*/DCGM_FI_DEV_GPU_UTIL or "

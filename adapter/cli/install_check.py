@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import typer
 
-from adapter.cli.flags import Options
+from clikit.flags import Options
 
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 DOCS = "docs/install.md"

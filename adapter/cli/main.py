@@ -10,12 +10,13 @@ from adapter.auth.stack import AuthSetupError
 from adapter.cli import flags
 from adapter.cli.check import check
 from adapter.cli.explain import PATH, explain
-from adapter.cli.flags import UsageError, command
+from adapter.cli.flags import UsageError
 from adapter.cli.install_check import check_install
 from adapter.cli.serve import serve
 from adapter.cli.upstream import UpstreamFlagError, translate
 from adapter.kube.config import KubeConfigError
 from adapter.rules import RulesError
+from clikit.flags import command
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, no_args_is_help=True,
                   help="Kubernetes custom metrics API for GPU workloads, answered from Prometheus.")

@@ -14,7 +14,7 @@ from typing import Any
 
 from adapter.auth.stack import AuthOptions, AuthStack
 from adapter.cli import values
-from adapter.cli.flags import Options, UsageError
+from adapter.cli.flags import UsageError
 from adapter.kube.config import KubeConfigError, load_api_client
 from adapter.kube.standalone import StandaloneObjects
 from adapter.prometheus.client import PrometheusClient
@@ -33,6 +33,7 @@ from adapter.server.logs import FORMATS, configure_logging
 from adapter.server.parts import AdapterState
 from adapter.server.selfmetrics import AdapterMetrics
 from adapter.server.serving import guard, listening_socket, server_context, uvicorn_config
+from clikit.flags import Options
 from listener.limits import raise_open_files_limit
 
 log = logging.getLogger("adapter")

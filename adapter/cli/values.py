@@ -8,7 +8,7 @@ import ssl
 from yarl import URL
 
 from adapter.cli import goflag
-from adapter.cli.flags import Options, UsageError
+from adapter.cli.flags import UsageError
 from adapter.presets.gpu import gpu_presets
 from adapter.prometheus import credentials
 from adapter.prometheus.client import PrometheusConfig, header_name_ok, header_value_ok
@@ -18,6 +18,7 @@ from adapter.rulesfile.loader import load_rules
 from adapter.server.inflight import RequestLimits
 from adapter.server.lifecycle import ShutdownSettings
 from adapter.server.serving import TLSSettings, TLSSettingsError
+from clikit.flags import Options
 from listener.limits import Limits
 
 log = logging.getLogger("adapter")

@@ -29,7 +29,7 @@ Each is served two ways, like the presets it builds on:
   flow-control queue, since the EPP counts a request once flow control has dispatched it (``pkg/epp/handlers/
   server.go``, ``RecordRequestCounter`` after ``HandleRequest``). Both rules are discovered from the flow-control
   pool-saturation gauge, which the endpoint picker exports for every pool it runs flow control for, labelled
-  ``inference_pool`` (Gateway API Inference Extension v1.5.0 and llm-d-router; see adapter/rules/gateway.py). The
+  ``inference_pool`` (Gateway API Inference Extension v1.5.0 and llm-d-router; see adapter/presets/gateway.py). The
   slope reaches back over its window, further than the adapter's sample-age limit, so the adapter checks that the
   pool's series are recent (freshness, adapter/rules/freshness.py) on the discovered series with the request's
   ``inference_pool``: a series that carries that label is needed, and the saturation gauge is one that is there
@@ -42,6 +42,14 @@ Each is served two ways, like the presets it builds on:
 
 Queue series come and go (a new pod, a drained flow), so the demand is first added up at every ``step`` of a
 subquery and the slope taken over that: a series that appears or vanishes does not read as a jump of its own.
+
+Each growth is also served multiplied by the workload's provisioning time ``T`` as Prometheus records it
+(:data:`~adapter.presets.capacity_history.HEADROOM_PROVISIONING`: the chart's ``headroom.auto`` records it from the
+workload's measured history, its ``provisioningTime`` while there is none, or that value fixed):
+``inference_request_rate_ahead`` (requests/s: how much the arrival rate will have grown one provisioning time from
+now) and ``inference_queue_ahead`` (requests: how much more will be waiting by then). An HPA then targets the
+demand one replica stands for (``averageValue: X``), and ``T`` can change with the measured history without a
+new HPA target. Where no provisioning time is recorded for the workload they have no value, never a guessed one.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from adapter.presets.capacity_history import HEADROOM_PROVISIONING
 from adapter.presets.gateway import GATEWAY_METRICS, IN_NAMESPACE, NAMESPACE_ONLY, preset_rule
 from adapter.presets.inference import (
     DEPLOYMENT_MATCHERS,
@@ -60,8 +69,9 @@ from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 from clikit.durations import parse_prometheus_duration
 
-__all__ = ["CAPACITY_PRESET", "EPP_REQUESTS", "GROWTH_METRIC", "NOISE_SIGMAS", "POOL_SERIES", "RATE_WINDOW",
-           "REQUEST_GROWTH_METRIC", "SERVER_ARRIVALS", "SERVER_QUEUES", "STEP", "WINDOW", "ServerArrivals",
+__all__ = ["CAPACITY_PRESET", "EPP_REQUESTS", "GROWTH_METRIC", "NOISE_SIGMAS", "POOL_SERIES", "QUEUE_AHEAD_METRIC",
+           "RATE_WINDOW", "REQUEST_AHEAD_METRIC", "REQUEST_GROWTH_METRIC", "SERVER_ARRIVALS", "SERVER_QUEUES", "STEP",
+           "WINDOW", "ServerArrivals",
            "capacity_preset", "capacity_rules", "capacity_yaml", "gateway_arrivals_query", "gateway_queue_query",
            "server_arrivals_query", "server_queue_query"]
 
@@ -70,6 +80,10 @@ GROWTH_METRIC = "inference_queue_growth_rate"
 """What waits, predicted to grow per second: requests/s."""
 REQUEST_GROWTH_METRIC = "inference_request_rate_growth"
 """The arrival rate's growth: requests/s per second."""
+QUEUE_AHEAD_METRIC = "inference_queue_ahead"
+"""What waits, grown over one provisioning time: requests."""
+REQUEST_AHEAD_METRIC = "inference_request_rate_ahead"
+"""The arrival rate, grown over one provisioning time: requests/s."""
 WINDOW = "2m"
 """The slope's window: four samples at a 30 s scrape interval, eight at 15 s; short next to a GPU node's minutes."""
 STEP = "15s"
@@ -83,7 +97,7 @@ of them without the margin (``python bench/headroom_noise.py``)."""
 
 SERVER_QUEUES: tuple[str, ...] = ("vllm:num_requests_waiting", "nv_inference_pending_request_count",
                                   "tgi_queue_size", "sglang:num_queue_reqs", "sglang:num_requests_waiting")
-"""Requests waiting in an inference server, as the inference presets name them (adapter/rules/inference.py: vLLM,
+"""Requests waiting in an inference server, as the inference presets name them (adapter/presets/inference.py: vLLM,
 Triton, TGI, SGLang's current and first names). A pod reports one server's, so a pod's queue is the largest of its
 names' sums (SGLang under both names is not counted twice)."""
 
@@ -216,19 +230,30 @@ def server_arrivals_query(rate_window: str = RATE_WINDOW) -> str:
     return _per_deployment(f"({' or '.join(families)})", rate_window)
 
 
+def _ahead(growth: str, by: str) -> str:
+    """``growth`` (per second) times the provisioning time recorded for the objects the matchers name, joined on
+    ``by`` (the object's label, or nothing for an External metric): no recorded time, no value."""
+    return f"{growth} * on ({by}) max by ({by}) ({HEADROOM_PROVISIONING}{{<<.LabelMatchers>>}})"
+
+
 def capacity_rules(window: str = WINDOW, step: str = STEP, rate_window: str = RATE_WINDOW,
                    count_window: str | None = None) -> tuple[list[str], list[str]]:
     """(``rules``, ``externalRules``) as YAML text, the slopes taken over ``window`` at ``step`` and the request
     counters' rates over ``rate_window``; ``count_window`` (default ``rate_window``) is the real time those rates
-    count requests over, for the noise margin (a compressed clock shortens the windows, not the counts)."""
+    count requests over, for the noise margin (a compressed clock shortens the windows, not the counts). Each side
+    serves the two growths, then the same times the provisioning time (``*_ahead``)."""
     count = count_window or rate_window
     deployments = f"{POD_DEPLOYMENT_RULE}{{{DEPLOYMENT_MATCHERS}}}"
-    rules = [preset_rule(GROWTH_METRIC, DEPLOYMENT_RESOURCES, _growth(server_queue_query(), window, step), deployments),
-             preset_rule(REQUEST_GROWTH_METRIC, DEPLOYMENT_RESOURCES,
-                         _rate_growth(server_arrivals_query(rate_window), window, step, count), deployments)]
-    external = [preset_rule(GROWTH_METRIC, NAMESPACE_ONLY, _growth(gateway_queue_query(), window, step), POOL_SERIES),
-                preset_rule(REQUEST_GROWTH_METRIC, NAMESPACE_ONLY,
-                            _rate_growth(gateway_arrivals_query(rate_window), window, step, count), POOL_SERIES)]
+    queue = _growth(server_queue_query(), window, step)
+    arrivals = _rate_growth(server_arrivals_query(rate_window), window, step, count)
+    rules = [preset_rule(name, DEPLOYMENT_RESOURCES, query, deployments) for name, query in (
+        (GROWTH_METRIC, queue), (REQUEST_GROWTH_METRIC, arrivals),
+        (QUEUE_AHEAD_METRIC, _ahead(queue, "<<.GroupBy>>")), (REQUEST_AHEAD_METRIC, _ahead(arrivals, "<<.GroupBy>>")))]
+    queue = _growth(gateway_queue_query(), window, step)
+    arrivals = _rate_growth(gateway_arrivals_query(rate_window), window, step, count)
+    external = [preset_rule(name, NAMESPACE_ONLY, query, POOL_SERIES) for name, query in (
+        (GROWTH_METRIC, queue), (REQUEST_GROWTH_METRIC, arrivals),
+        (QUEUE_AHEAD_METRIC, _ahead(queue, "")), (REQUEST_AHEAD_METRIC, _ahead(arrivals, "")))]
     return rules, external
 
 
@@ -238,7 +263,8 @@ def capacity_yaml(window: str = WINDOW, step: str = STEP, rate_window: str = RAT
     demo's)."""
     rules, external = capacity_rules(window, step, rate_window, count_window)
     return (f"# Built-in rules for headroom that follows demand ({CAPACITY_PRESET}): {GROWTH_METRIC} (requests/s) "
-            f"and {REQUEST_GROWTH_METRIC} (requests/s per second), over {window}.\nrules:\n" + "".join(rules)
+            f"and {REQUEST_GROWTH_METRIC} (requests/s per second), over {window}, and each times the recorded "
+            f"provisioning time ({QUEUE_AHEAD_METRIC}, {REQUEST_AHEAD_METRIC}).\nrules:\n" + "".join(rules)
             + "externalRules:\n" + "".join(external))
 
 

@@ -44,9 +44,9 @@ from functools import cache
 from adapter.rules.config import RulesConfig, parse_document
 from adapter.rules.resources import BUILTIN, ResourceTable
 
-__all__ = ["DEPLOYMENT_MATCHERS", "DEPLOYMENT_RESOURCES", "INFERENCE_PRESETS", "POD_DEPLOYMENT_RULE", "POD_MATCHERS",
-           "RATE_WINDOW", "Gauge", "Preset", "Quantile", "Rate", "inference_preset", "preset_rules", "preset_yaml",
-           "recording_rules"]
+__all__ = ["DEPLOYMENT_MATCHERS", "DEPLOYMENT_RESOURCES", "INFERENCE_PRESETS", "POD_DEPLOYMENT_EXPR",
+           "POD_DEPLOYMENT_RULE", "POD_MATCHERS", "RATE_WINDOW", "Gauge", "Preset", "Quantile", "Rate",
+           "inference_preset", "preset_rules", "preset_yaml", "recording_rules"]
 
 RATE_WINDOW = "2m"
 """Long enough for two samples at the common 30 s / 1 m scrape intervals."""
@@ -56,11 +56,13 @@ POD_DEPLOYMENT_RULE = "namespace_deployment_pod:kube_pod_owner:relabel"
 DEPLOYMENT_MATCHERS = 'namespace!="",deployment!=""'
 """The matchers of a series per Deployment (the per-Deployment rules discover from these)."""
 
-_POD_DEPLOYMENT_EXPR = (
+POD_DEPLOYMENT_EXPR = (
     'max by (namespace, pod, deployment) ('
     'label_replace(kube_pod_owner{owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)") '
     '* on (namespace, replicaset) group_left (deployment) max by (namespace, replicaset, deployment) ('
     'label_replace(kube_replicaset_owner{owner_kind="Deployment"}, "deployment", "$1", "owner_name", "(.*)")))')
+"""Each pod of a Deployment, value 1 (labels ``namespace``, ``pod``, ``deployment``): kube-state-metrics' pod ->
+ReplicaSet -> Deployment owner series, what :data:`POD_DEPLOYMENT_RULE` records."""
 POD_MATCHERS = 'namespace!="",pod!=""'
 """The matchers of a series that belongs to a pod."""
 _JOIN = f"* on (namespace, pod) group_left (deployment) {POD_DEPLOYMENT_RULE}"
@@ -210,7 +212,7 @@ def preset_rules(preset: Preset) -> list[str]:
 def recording_rules(names: tuple[str, ...] | list[str]) -> list[dict[str, str]]:
     """Prometheus recording rules for the per-Deployment metrics of the named presets, the pod-to-Deployment
     mapping first (rules of a group are evaluated in order, so the others see it in the same evaluation)."""
-    rules = [{"record": POD_DEPLOYMENT_RULE, "expr": _POD_DEPLOYMENT_EXPR}]
+    rules = [{"record": POD_DEPLOYMENT_RULE, "expr": POD_DEPLOYMENT_EXPR}]
     for name in names:
         rules += [{"record": m.recorded, "expr": m.record_expr()} for m in INFERENCE_PRESETS[name].metrics]
     return rules

@@ -46,7 +46,8 @@ Where ``processes`` are given, ``DCGM_FI_DEV_FB_USED`` defaults to their framebu
 ``DCGM_FI_DEV_GPU_UTIL`` to their SM utilisation sum, capped at 100.
 
 Identities are deterministic: GPU ``i`` has UUID ``GPU-<uuid5(URL, "gpu-autoscaler/fake/<seed>/<i>")>``, PCI bus
-id ``00000000:<0x10+i as 2 hex digits>:00.0``; MIG devices ``MIG-<uuid5(URL, ".../<i>/gi<g>/ci<c>")>``.
+id ``00000000:<0x10+i as 2 hex digits>:00.0``; MIG devices ``MIG-<uuid5(URL, ".../<i>/gi<g>/ci<c>")>``
+(:mod:`clikit.fake_gpus`).
 """
 
 from __future__ import annotations
@@ -57,11 +58,11 @@ import logging
 import math
 import os
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from clikit.fake_gpus import fake_gpu_uuid, fake_mig_uuid
 from exporter.backends.base import (
     Backend,
     BackendUnavailable,
@@ -89,14 +90,6 @@ _NOT_ON_MIG = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV
 
 class FakeStateError(ValueError):
     """The state file cannot be used; the message names the file and the offending key."""
-
-
-def fake_gpu_uuid(seed: str, index: int) -> str:
-    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpu-autoscaler/fake/{seed}/{index}"))
-
-
-def fake_mig_uuid(seed: str, index: int, gi: int, ci: int) -> str:
-    return "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"gpu-autoscaler/fake/{seed}/{index}/gi{gi}/ci{ci}"))
 
 
 def fake_pci_bus_id(index: int) -> str:

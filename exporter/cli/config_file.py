@@ -17,7 +17,7 @@ from typing import Any
 
 from clikit.durations import DurationError
 from clikit.durations import parse_go_duration as parse_duration
-from exporter.yaml_file import load_yaml, strict_mapping
+from clikit.yaml_file import load_yaml, strict_mapping
 
 
 class ConfigFileError(ValueError):

@@ -30,7 +30,7 @@ from typing import Any
 
 import bcrypt
 
-from exporter.yaml_file import load_yaml, strict_mapping
+from clikit.yaml_file import load_yaml, strict_mapping
 
 _TLS_KEYS = {"cert", "key", "client_ca", "cert_file", "key_file", "client_auth_type", "client_ca_file",
              "client_allowed_sans", "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites",

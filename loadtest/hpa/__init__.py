@@ -28,6 +28,13 @@ down to 0 and records the ``ScaledToZero`` condition, and wakes a target at 0 on
 
 Not modelled: ContainerResource metrics, selector validation, and API request errors beyond their message (pass a
 :class:`FetchError`).
+
+This package is the load test's controller layer. Besides the pure model (``spec``, ``observe``, ``replicas``,
+``normalize``, ``controller``, re-exported here), it holds the I/O that runs it, none of which this module imports:
+``loop`` (an HPA controller loop over the metrics APIs, scaling a workload), ``metrics_api`` (the controller's
+custom and external metrics clients), ``record`` (what a sync decided, as runs record it), ``scale_on`` (what the
+demo's HPA scales on) and ``watch`` (a real cluster's HPA and a metrics API path, read while ``gpu-loadtest run``
+loads it).
 """
 
 from loadtest.hpa.controller import (

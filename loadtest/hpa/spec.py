@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
-from adapter.api.quantity import milli_value
+from clikit.quantity import milli_value
 
 __all__ = [
     "DEFAULT_DOWNSCALE_STABILIZATION_SECONDS",

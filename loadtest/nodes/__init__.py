@@ -26,11 +26,11 @@ from loadtest.nodes.shapes import (
     load_nodepool,
     nodepool_from_values,
 )
-from loadtest.nodes.timings import NodeTimings, scaled
+from loadtest.nodes.timings import NodeTimings
 
 Provisioner = Karpenter | ClusterAutoscaler
 
 __all__ = ["INSTANCE_TYPES_FILE", "AutoscalerSettings", "Cluster", "ClusterAutoscaler", "InstanceType",
            "InstanceTypeError", "Karpenter", "KarpenterSettings", "Node", "NodeClaim", "NodeGroup", "NodePool",
            "NodeTimings", "Pod", "PodTemplate", "Provisioner", "ReplicaSet", "ShapeError", "load_instance_types",
-           "load_node_groups", "load_nodepool", "nodepool_from_values", "scaled"]
+           "load_node_groups", "load_nodepool", "nodepool_from_values"]

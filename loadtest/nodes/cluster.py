@@ -28,7 +28,7 @@ model on the caller's clock (seconds; call :meth:`Cluster.step` with a time that
   of the same Deployment on its node ("doubled up"), then the shorter time ready, more restarts, and the newer
   creation (times compared in logarithmic buckets under ``LogarithmicScaleDown``, ties broken by UID). The model
   leaves out the node-colocation key and the later ones on purpose: in the demo the workload's pods belong to the
-  local Deployment (:mod:`loadtest.deployment`), which stops its highest-numbered replica, the newest pod, and
+  local Deployment (:mod:`loadtest.standins.deployment`), which stops its highest-numbered replica, the newest pod, and
   deletes that pod here (:meth:`Cluster.delete_pod`); the ReplicaSets of this model (the placeholders') take the
   newest too, so that both scale down alike. Upstream can thus take a pod from a full node where the model
   empties a node holding one pod, which a provisioner then removes.
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from loadtest.nodes.instances import InstanceType
 from loadtest.nodes.timings import NodeTimings
 
-__all__ = ["Cluster", "Node", "Pod", "PodTemplate", "ReplicaSet", "unbound_seconds"]
+__all__ = ["Cluster", "Node", "Pod", "PodSpan", "PodTemplate", "ReplicaSet", "unbound_seconds"]
 
 
 def unbound_seconds(created: float, bound: float | None, deleted: float | None, since: float, until: float) -> float:
@@ -55,6 +55,29 @@ def unbound_seconds(created: float, bound: float | None, deleted: float | None, 
     or ``until``."""
     end = bound if bound is not None else deleted
     return max(0.0, min(until, end if end is not None else until) - max(created, since))
+
+
+@dataclass(frozen=True)
+class PodSpan:
+    """A workload pod's life: created, bound to a node, running (image present), ready (model loaded), deleted."""
+
+    created: float
+    bound: float | None = None
+    running: float | None = None
+    ready: float | None = None
+    deleted: float | None = None
+
+    def state(self, t: float) -> str | None:
+        """``node``, ``image``, ``model``, ``ready``, or ``None`` when the pod does not exist at ``t``."""
+        if t < self.created or (self.deleted is not None and t >= self.deleted):
+            return None
+        if self.bound is None or t < self.bound:
+            return "node"
+        if self.running is None or t < self.running:
+            return "image"
+        if self.ready is None or t < self.ready:
+            return "model"
+        return "ready"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from loadtest.nodes.cluster import Cluster, Node, Pod
+from loadtest.nodes.placement import first_fit
 from loadtest.nodes.shapes import NodeGroup
 
 __all__ = ["AutoscalerSettings", "ClusterAutoscaler"]
@@ -113,15 +114,8 @@ class ClusterAutoscaler:
         s = self.settings
         waiting = sorted((p for p in cluster.pending_pods() if p.unschedulable_at is not None
                           and p.priority >= s.expendable_pods_priority_cutoff), key=lambda p: (p.created_at, p.name))
-        room = {n.name: self._capacity(n, now) - sum(p.gpus for p in cluster.pods_on(n.name))
-                for n in cluster.live_nodes(now)}
-        left: list[Pod] = []
-        for pod in waiting:
-            target = next((name for name, free in room.items() if free >= pod.gpus), None)
-            if target is None:
-                left.append(pod)
-            else:
-                room[target] -= pod.gpus
+        _, left = first_fit(waiting, [self._capacity(n, now) - sum(p.gpus for p in cluster.pods_on(n.name))
+                                      for n in cluster.live_nodes(now)])
         if not left:
             return []
         options = []
@@ -145,16 +139,7 @@ class ClusterAutoscaler:
         """Template nodes of ``gpus`` GPUs for the pods, first fit in the pods' order, at most ``limit`` of them;
         returns how many, and the pods they hold."""
         nodes: list[int] = []
-        held: list[Pod] = []
-        for pod in pods:
-            i = next((i for i, free in enumerate(nodes) if free >= pod.gpus), None)
-            if i is not None:
-                nodes[i] -= pod.gpus
-            elif len(nodes) < limit:
-                nodes.append(gpus - pod.gpus)
-            else:
-                continue
-            held.append(pod)
+        held, _ = first_fit(pods, nodes, open_nodes=limit, node_gpus=gpus)
         return len(nodes), held
 
     # -- scale-down -----------------------------------------------------------------------------------------------
@@ -195,10 +180,5 @@ class ClusterAutoscaler:
         requested = sum(p.gpus for p in self._important(cluster, node))
         if requested / node.gpus >= self.settings.scale_down_gpu_utilization_threshold:
             return False
-        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name}
-        for pod in self._important(cluster, node):
-            target = next((name for name, free in room.items() if free >= pod.gpus), None)
-            if target is None:
-                return False
-            room[target] -= pod.gpus
-        return True
+        others = [cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name]
+        return not first_fit(self._important(cluster, node), others)[1]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from exporter.yaml_file import load_yaml
+from clikit.yaml_file import load_yaml
 
 __all__ = ["INSTANCE_TYPES_FILE", "InstanceType", "InstanceTypeError", "load_instance_types", "relative", "resolve"]
 

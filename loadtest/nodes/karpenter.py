@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from loadtest.nodes.cluster import Cluster, Node, Pod
 from loadtest.nodes.instances import InstanceType
+from loadtest.nodes.placement import first_fit
 from loadtest.nodes.shapes import NodePool
 
 __all__ = ["BALANCED_K", "Karpenter", "KarpenterSettings", "NodeClaim"]
@@ -139,16 +140,14 @@ class Karpenter:
         """The NodeClaims ``pods`` need beyond the existing and in-flight nodes (the round's simulation)."""
         existing = sorted(cluster.live_nodes(cluster.now),
                           key=lambda n: (n.allocatable(cluster.now) == 0, n.name))  # initialized nodes first
-        room = {n.name: cluster.expected_free_gpus(n) for n in existing}
         remaining = None
         if self.pool.gpu_limit is not None:
             remaining = self.pool.gpu_limit - sum(n.gpus for n in existing if n.owner == self.name)
+        # Existing nodes first: a pod placed there takes nothing from the NodeClaims, so the rest go to them in order.
+        _, left = first_fit(sorted(pods, key=lambda p: (p.created_at, p.name)),
+                            [cluster.expected_free_gpus(n) for n in existing])
         claims: list[NodeClaim] = []
-        for pod in sorted(pods, key=lambda p: (p.created_at, p.name)):
-            node = next((n for n in existing if room[n.name] >= pod.gpus), None)
-            if node is not None:
-                room[node.name] -= pod.gpus
-                continue
+        for pod in left:
             claim = next((c for c in sorted(claims, key=lambda c: len(c.pods))
                           if any(t.gpus >= c.gpus + pod.gpus for t in c.options)), None)
             if claim is not None:
@@ -224,10 +223,5 @@ class Karpenter:
 
     @staticmethod
     def _pods_fit_elsewhere(cluster: Cluster, node: Node, now: float) -> bool:
-        room = {n.name: cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name}
-        for pod in sorted(cluster.pods_on(node.name), key=lambda p: -p.gpus):
-            target = next((name for name, free in room.items() if free >= pod.gpus), None)
-            if target is None:
-                return False
-            room[target] -= pod.gpus
-        return True
+        others = [cluster.free_gpus(n, now) for n in cluster.live_nodes(now) if n.name != node.name]
+        return not first_fit(sorted(cluster.pods_on(node.name), key=lambda p: -p.gpus), others)[1]

@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from clikit.durations import DurationError, parse_go_duration
-from exporter.yaml_file import load_yaml
+from clikit.yaml_file import load_yaml, load_yaml_documents
 from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, relative, resolve
 
 __all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "CONSOLIDATION_POLICIES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL",
@@ -73,15 +71,8 @@ class NodeGroup:
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
-    """The mapping documents of a multi-document manifest; every error one line naming the file (as
-    :func:`exporter.yaml_file.load_yaml`, which reads a single document, words them)."""
-    try:
-        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ShapeError(f"{path}: cannot read the NodePool manifest: {getattr(exc, 'strerror', None) or exc}"
-                         ) from None
-    except yaml.YAMLError as exc:
-        raise ShapeError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
+    """The mapping documents of a multi-document manifest; every error one line naming the file."""
+    return [d for d in load_yaml_documents(str(path), "the NodePool manifest", ShapeError) if isinstance(d, dict)]
 
 
 def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceType] | None = None) -> NodePool:

@@ -1,4 +1,4 @@
-"""How long a new GPU node and a replica on it take, phase by phase; and the compressed clock of the demo.
+"""How long a new GPU node and a replica on it take, phase by phase.
 
 Every default is a real-world figure in seconds (docs/capacity.md has the table with sources):
 
@@ -20,18 +20,16 @@ Every default is a real-world figure in seconds (docs/capacity.md has the table 
   vLLM's default loader (NVIDIA, "Reducing Cold Start Latency for LLM Inference with NVIDIA Run:ai Model
   Streamer", 2025).
 
-The demo runs on a compressed clock: ``scaled(obj, k)`` divides every ``*_s`` field of a settings dataclass by ``k``
-(the demo's time scale), so the phases keep their proportions to each other and to the HPA's sync period.
+The demo puts them on its compressed clock with the other settings dataclasses' ``*_s`` fields
+(:meth:`loadtest.clock.DemoClock.demo_settings`), so the phases keep their proportions to each other and to the HPA's
+sync period.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import TypeVar
+from dataclasses import dataclass
 
-__all__ = ["NodeTimings", "scaled"]
-
-T = TypeVar("T")
+__all__ = ["NodeTimings"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +44,3 @@ class NodeTimings:
     def node_s(self) -> float:
         """Request to GPUs allocatable: the node phase of a scale-up that needs a new node."""
         return self.launch_s + self.ready_s + self.gpu_s
-
-
-def scaled(settings: T, time_scale: float) -> T:
-    """``settings`` (a dataclass) with every ``*_s`` field divided by ``time_scale`` (None stays None)."""
-    if time_scale <= 0:
-        raise ValueError("the time scale must be above 0")
-    return replace(settings, **{f.name: getattr(settings, f.name) / time_scale  # type: ignore[type-var]
-                                for f in fields(settings)  # type: ignore[arg-type]
-                                if f.name.endswith("_s") and getattr(settings, f.name) is not None})

@@ -48,8 +48,8 @@ from pathlib import Path
 import aiohttp
 import httpx
 
-from exporter.backends.fake import fake_gpu_uuid
-from loadtest.kubelet import PodResourcesServer, gpu_pod
+from clikit.fake_gpus import fake_gpu_uuid
+from loadtest.standins.kubelet import PodResourcesServer, gpu_pod
 from tests.support.adapter_process import AdapterProcess
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.processes import Output, terminate
@@ -342,7 +342,7 @@ def cluster(settings: Settings) -> Iterator[Cluster]:
             start_s = exporter.start()
             prometheus = PrometheusServer([others.address, exporter.address], honor_labels=True,
                                           scrape_interval=f"{settings.scrape_interval_s:g}s",
-                                          tmp_prefix="prometheus-lifecycle-")
+                                          tmp_prefix="prometheus-lifecycle-").start()
             expected = settings.workloads * settings.pods_per_workload
             prometheus.wait_for("count(DCGM_FI_DEV_GPU_UTIL)", lambda r: bool(r) and r[0]["value"][1] == str(expected),
                                 timeout=60)

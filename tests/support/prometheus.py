@@ -1,8 +1,8 @@
-"""A real Prometheus server for tests: ``loadtest.prometheus`` with the test defaults, plus its fixture.
+"""A real Prometheus server for tests: ``loadtest.standins.prometheus`` with the test defaults, plus its fixture.
 
-Use :class:`PrometheusServer` directly (it is a context manager) or the ``prometheus_factory`` fixture,
-pulled in with ``pytest_plugins = ["tests.support.prometheus"]``. Prometheus 2.42 (Debian 12) hands new
-targets to its scrape manager only every 5 s, so the first sample appears about 5-6 s after start.
+Use :class:`PrometheusServer` directly (``start()`` it, or enter it as a context manager) or the ``prometheus_factory``
+fixture, pulled in with ``pytest_plugins = ["tests.support.prometheus"]``. Prometheus 2.42 (Debian 12) hands new targets
+to its scrape manager only every 5 s, so the first sample appears about 5-6 s after start.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from loadtest import prometheus as _runtime
-from loadtest.prometheus import PrometheusError, Target, free_port
+from loadtest.standins import prometheus as _runtime
+from loadtest.standins.prometheus import PrometheusError, Target, free_port
 from tests.support.metrics_endpoint import MetricsEndpoint
 from tests.support.tools import require_tool
 from tests.support.waiting import wait_until
@@ -23,7 +23,7 @@ __all__ = ["PrometheusError", "PrometheusServer", "Target", "free_port", "promet
 
 
 class PrometheusServer(_runtime.PrometheusServer):
-    """:class:`loadtest.prometheus.PrometheusServer` with job ``test`` unless told otherwise."""
+    """:class:`loadtest.standins.prometheus.PrometheusServer` with job ``test`` unless told otherwise."""
 
     def __init__(self, targets: Sequence[Target], **kw: Any) -> None:
         require_tool(kw.get("binary", "prometheus"))
@@ -38,7 +38,7 @@ def prometheus_factory() -> Iterator[Callable[..., PrometheusServer]]:
     servers: list[PrometheusServer] = []
 
     def make(targets: Sequence[Target], **kw: Any) -> PrometheusServer:
-        server = PrometheusServer(targets, **kw)
+        server = PrometheusServer(targets, **kw).start()
         servers.append(server)
         return server
 
@@ -53,7 +53,7 @@ def scraping(exposition: str, metric: str, **kw: Any) -> Iterator[PrometheusServ
     otherwise), yielded once ``metric`` has been scraped; both stopped on leaving."""
     endpoint = MetricsEndpoint(exposition)
     kw.setdefault("scrape_interval", "1s")
-    prom = PrometheusServer([endpoint.address], honor_labels=True, **kw)
+    prom = PrometheusServer([endpoint.address], honor_labels=True, **kw).start()
     try:
         wait_until(lambda: prom.query(metric), 60, f"{metric} scraped")
         yield prom

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from loadtest.http1 import read_request
+from loadtest.standins.http1 import read_request
 
 __all__ = ["Arrival", "RecordingServer"]
 

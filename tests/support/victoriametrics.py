@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import yaml
 
-from loadtest.prometheus import Target, free_port, prometheus_config
+from loadtest.standins.prometheus import Target, free_port, prometheus_config
 from tests.support.tools import require_tool
 
 

@@ -221,3 +221,25 @@ list, for the ResourceQuota that admits them outside kube-system. */ -}}
 {{- end -}}
 {{- toYaml $critical -}}
 {{- end -}}
+
+{{/*
+The APIServices the adapter registers, as a JSON array of [group, version, versionPriority]: apiservice.yaml renders
+them, the PrometheusRule's aggregated-API alerts select their names.
+*/}}
+{{- define "gpu-autoscaler.adapter.apiServices" -}}
+{{- $a := .Values.adapter -}}
+{{- $versions := list -}}
+{{- if $a.enabled -}}
+{{- if $a.apiService.customMetrics.enabled -}}
+{{- $versions = append $versions (list "custom.metrics.k8s.io" "v1beta2" 200) -}}
+{{- $versions = append $versions (list "custom.metrics.k8s.io" "v1beta1" 100) -}}
+{{- end -}}
+{{- if $a.apiService.externalMetrics.enabled -}}
+{{- $versions = append $versions (list "external.metrics.k8s.io" "v1beta1" 100) -}}
+{{- end -}}
+{{- if $a.apiService.resourceMetrics.enabled -}}
+{{- $versions = append $versions (list "metrics.k8s.io" "v1beta1" 100) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $versions -}}
+{{- end -}}

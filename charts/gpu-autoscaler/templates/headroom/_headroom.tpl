@@ -4,14 +4,15 @@ placeholders.yaml, hpa.yaml, the adapter's rules (the capacity-headroom preset) 
 */}}
 
 {{/*
-The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/presets/capacity.py): signal requests,
-the arrival rate's growth (requests/s per second); signal queue, what waits growing (requests/s).
+The metric headroom.auto's HPA reads, from the capacity-headroom preset (adapter/presets/capacity.py): the demand's
+growth times the provisioning time the chart's PrometheusRule records (recordingRules below). Signal requests: the
+arrival rate one provisioning time ahead (requests/s); signal queue: what will be waiting by then (requests).
 */}}
 {{- define "gpu-autoscaler.headroom.metric" -}}
 {{- if eq .Values.headroom.auto.signal "queue" -}}
-inference_queue_growth_rate
+inference_queue_ahead
 {{- else -}}
-inference_request_rate_growth
+inference_request_rate_ahead
 {{- end -}}
 {{- end -}}
 
@@ -79,9 +80,10 @@ app.kubernetes.io/component: headroom
 {{- end -}}
 
 {{/*
-The auto HPA's target averageValue as a Kubernetes quantity in milli-units: requestsPerReplica (or, with signal
-queue, queuePerReplica) / provisioningTime, rounded to the nearest 0.001, the resolution the HPA controller compares
-targets in (it reads them with Quantity.MilliValue). Fails when the value is missing or the result below 1m.
+The auto HPA's target averageValue as a Kubernetes quantity: requestsPerReplica (or, with signal queue,
+queuePerReplica), the demand one replica stands for, rounded to 0.001 (the HPA controller compares targets with
+Quantity.MilliValue), whole numbers written whole. Fails when the value is missing or below 1m, or when
+provisioningTime (the fallback, or the fixed time) is no time at all.
 */}}
 {{- define "gpu-autoscaler.headroom.averageValue" -}}
 {{- $a := .Values.headroom.auto -}}
@@ -90,15 +92,14 @@ targets in (it reads them with Quantity.MilliValue). Fails when the value is mis
 {{- if kindIs "invalid" $per -}}
 {{- fail (printf "headroom.auto.%s: required with signal %s (the %s one replica stands for at the workload HPA's target)" $key $a.signal (ternary "requests waiting" "requests per second" (eq $a.signal "queue"))) -}}
 {{- end -}}
-{{- $seconds := int (include "gpu-autoscaler.seconds" $a.provisioningTime) -}}
-{{- if le $seconds 0 -}}
+{{- if le (int (include "gpu-autoscaler.seconds" $a.provisioningTime)) 0 -}}
 {{- fail (printf "headroom.auto.provisioningTime: %q is no time at all; give the expected time to capacity, e.g. 9m" $a.provisioningTime) -}}
 {{- end -}}
-{{- $milli := int (round (divf (mulf (float64 $per) 1000.0) (float64 $seconds)) 0) -}}
+{{- $milli := int (round (mulf (float64 $per) 1000.0) 0) -}}
 {{- if lt $milli 1 -}}
-{{- fail (printf "headroom.auto: %s %v / provisioningTime %s is below 0.001 per second, finer than an HPA target can be; raise %s or shorten provisioningTime" $key $per $a.provisioningTime $key) -}}
+{{- fail (printf "headroom.auto.%s: %v is below 0.001, finer than an HPA target can be" $key $per) -}}
 {{- end -}}
-{{- printf "%dm" $milli -}}
+{{- if eq (mod $milli 1000) 0 }}{{ div $milli 1000 }}{{ else }}{{ printf "%dm" $milli }}{{ end -}}
 {{- end -}}
 
 {{/* The HPA's minReplicas: the value, or 0 from Kubernetes 1.37 (HPAScaleToZero on by default) and 1 before. */}}
@@ -157,6 +158,9 @@ Renders nothing.
 {{- $cb := $h.capacityBuffer -}}
 {{- if and (ne (toString $cb.enabled) "false") (kindIs "invalid" $cb.replicas) (kindIs "invalid" $cb.percentage) (kindIs "invalid" $cb.gpus) -}}
 {{- fail "headroom.capacityBuffer: set replicas, percentage or gpus (all are null, so the buffer has no size)" -}}
+{{- end -}}
+{{- if and (ne (toString $cb.enabled) "false") (eq $cb.ref "podTemplate") (not (kindIs "invalid" $cb.percentage)) -}}
+{{- fail "headroom.capacityBuffer.percentage counts the workload's replicas, which only a buffer with ref scalableRef reads: set replicas (or gpus) instead, or ref: scalableRef once the workload's pod template requests its GPUs under requests" -}}
 {{- end -}}
 {{- if and $h.placeholders.enabled $h.auto.enabled -}}
 {{- fail "headroom.placeholders.enabled and headroom.auto.enabled both size the placeholder Deployment: turn placeholders off (auto keeps headroom.auto.minReplicas as its floor)" -}}
@@ -232,6 +236,142 @@ known at render time); the error and NOTES.txt say so when percentage is set.
 {{- range $pool.types }}{{ if gt (int .gpus) $most }}{{ $most = int .gpus }}{{ $largest = .name }}{{ end }}{{ end -}}
 {{- if gt $per $most -}}
 {{- fail (printf "headroom.workload.gpusPerReplica: %d GPUs per replica, but no instance type karpenter.nodePool may launch has that many (the most: %s, %d)" $per $largest $most) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The headroom's recording rules (prometheusrule.yaml, group gpu-autoscaler.headroom), as a YAML list; empty without
+headroom. With headroom.auto: the provisioning time its HPA's metric multiplies the demand's growth by
+(namespace_deployment:headroom_provisioning_seconds, label source): with provisioningTimeSource history, the
+workload's measured p90 (namespace_deployment:gpu_provisioning_seconds:p90, a Deployment's only), provisioningTime
+while there is none; with fixed, provisioningTime. Labelled with the workload's namespace and Deployment, and its
+InferencePool with source gateway, so that either side of the preset finds it. For every form: which objects hold
+headroom for the workload (namespace_workload:headroom:info, value 1).
+*/}}
+{{- define "gpu-autoscaler.headroom.recordingRules" -}}
+{{- if include "gpu-autoscaler.headroom.anyOn" . -}}
+{{- $h := .Values.headroom -}}
+{{- $a := $h.auto -}}
+{{- $ns := include "gpu-autoscaler.headroom.namespace" . -}}
+{{- if $a.enabled }}
+{{- $seconds := int (include "gpu-autoscaler.seconds" $a.provisioningTime) }}
+{{- $labels := dict "namespace" $ns }}
+{{- if eq $h.workload.kind "Deployment" }}{{ $_ := set $labels "deployment" $h.workload.name }}{{ end }}
+{{- if eq $a.source "gateway" }}{{ $_ := set $labels "inference_pool" $a.inferencePool }}{{ end }}
+- record: namespace_deployment:headroom_provisioning_seconds
+  {{- if and (eq $a.provisioningTimeSource "history") (eq $h.workload.kind "Deployment") }}
+  expr: |-
+    label_replace(max(namespace_deployment:gpu_provisioning_seconds:p90{namespace={{ $ns | quote }},deployment={{ $h.workload.name | quote }}}), "source", "history", "", "")
+    or on ()
+    label_replace(vector({{ $seconds }}), "source", "fallback", "", "")
+  {{- else }}
+  expr: label_replace(vector({{ $seconds }}), "source", {{ ternary "fixed" "fallback" (eq $a.provisioningTimeSource "fixed") | quote }}, "", "")
+  {{- end }}
+  labels:
+    {{- toYaml $labels | nindent 4 }}
+{{- end }}
+{{- $info := dict "namespace" $ns "workload" $h.workload.name "workload_kind" $h.workload.kind }}
+{{- if include "gpu-autoscaler.headroom.placeholdersOn" . }}{{ $_ := set $info "placeholders" (include "gpu-autoscaler.headroom.placeholdersName" .) }}{{ end }}
+{{- if include "gpu-autoscaler.renders" (list . "headroom.capacityBuffer.enabled") }}{{ $_ := set $info "capacitybuffer" (include "gpu-autoscaler.headroom.capacityBufferName" .) }}{{ end }}
+- record: namespace_workload:headroom:info
+  expr: vector(1)
+  labels:
+    {{- toYaml $info | nindent 4 }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+One replica's shape, shared by the placeholder pods and the CapacityBuffer's PodTemplate: a pause container
+requesting gpusPerReplica GPUs (under requests and limits: a template is stored as written, and only a Pod gets its
+limits copied into requests) and workload.requests; and where it may run (placeholders.tolerations, nodeSelector,
+affinity).
+*/}}
+{{- define "gpu-autoscaler.headroom.replicaContainers" -}}
+{{- $h := .Values.headroom -}}
+{{- $gpus := int $h.workload.gpusPerReplica -}}
+- name: pause
+  image: {{ $h.placeholders.image }}
+  imagePullPolicy: IfNotPresent
+  resources:
+    requests:
+      {{- range $resource, $quantity := $h.workload.requests }}
+      {{ $resource }}: {{ toString $quantity | quote }}
+      {{- end }}
+      nvidia.com/gpu: {{ $gpus | quote }}
+    limits:
+      nvidia.com/gpu: {{ $gpus | quote }}
+  securityContext:
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{- define "gpu-autoscaler.headroom.replicaScheduling" -}}
+{{- $p := .Values.headroom.placeholders -}}
+{{- with $p.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $p.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $p.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+headroom.capacityBuffer.ref scalableRef: Karpenter builds the buffer's virtual pods from the workload's pod template as
+stored (pkg/utils/apps/resolve.go, pkg/state/virtualpods/utilities.go BuildVirtualPods), and the API server copies
+limits into requests for a Pod only, so a container that asks for a GPU under limits alone gives a buffer without
+GPUs. Where helm can look at the cluster (install, upgrade), a workload that does so fails the render naming the
+container; helm template cannot look (lookup answers nothing) and renders.
+*/}}
+{{- define "gpu-autoscaler.headroom.checkScalableRef" -}}
+{{- $w := .Values.headroom.workload -}}
+{{- $ns := include "gpu-autoscaler.headroom.namespace" . -}}
+{{- $workload := lookup "apps/v1" $w.kind $ns $w.name -}}
+{{- if $workload -}}
+{{- range (dig "spec" "template" "spec" "containers" list $workload) -}}
+{{- $requests := dig "resources" "requests" dict . -}}
+{{- $container := .name -}}
+{{- range $resource, $quantity := dig "resources" "limits" dict . -}}
+{{- if and (hasPrefix "nvidia.com/" $resource) (not (hasKey $requests $resource)) -}}
+{{- fail (printf "headroom.capacityBuffer.ref scalableRef: %s %s/%s's container %q asks for %s under limits only, and Karpenter builds the buffer's pods from the template as stored (no GPU: the API server copies limits into requests for Pods only). Add requests: {%s: %q} to that container, or use headroom.capacityBuffer.ref podTemplate" $w.kind $ns $w.name $container $resource $resource (toString $quantity)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+(list . gpus what): a NOTES line when the chart's NodePool cannot hold that many GPUs of headroom on one node of exactly
+that size. Karpenter packs the pods of one batch onto as few NodeClaims as fit (pkg/controllers/provisioning/
+scheduling/scheduler.go: existing and in-flight nodes first, then new NodeClaims whose instance-type options shrink as
+pods are added), so placeholders created together share a node, and a node larger than the headroom keeps the rest of
+its GPUs idle. Empty when some type holds exactly that many, when the NodePool is not rendered, or when the types are
+not all known.
+*/}}
+{{- define "gpu-autoscaler.headroom.wholeNodes" -}}
+{{- $root := index . 0 -}}
+{{- $gpus := int (index . 1) -}}
+{{- $what := index . 2 -}}
+{{- if and (gt $gpus 0) (include "gpu-autoscaler.renders" (list $root "karpenter.nodePool.enabled")) -}}
+{{- $pool := include "gpu-autoscaler.nodePoolTypes" $root | fromYaml -}}
+{{- if and $pool.types $pool.complete -}}
+{{- $exact := false -}}
+{{- $smallest := 0 -}}
+{{- $name := "" -}}
+{{- range $pool.types -}}
+{{- if eq (int .gpus) $gpus }}{{ $exact = true }}{{ end -}}
+{{- if and (gt (int .gpus) $gpus) (or (eq $smallest 0) (lt (int .gpus) $smallest)) }}{{ $smallest = int .gpus }}{{ $name = .name }}{{ end -}}
+{{- end -}}
+{{- if and (not $exact) (gt $smallest 0) -}}
+Karpenter packs the {{ $what }} of one batch onto one node: no instance type of the NodePool has exactly {{ $gpus }} GPU(s), and the smallest that holds them all ({{ $name }}) has {{ $smallest }}, {{ sub $smallest $gpus }} of them idle. Size headroom in whole nodes ({{ $smallest }} GPUs here) or pin karpenter.nodePool.instanceTypes to a size that divides it.
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -1,0 +1,1 @@
+"""``gpu-loadtest``'s command line (``loadtest.cli.main``)."""
