@@ -91,6 +91,8 @@ def test_a_slow_client_is_closed_at_the_read_timeout_while_scrapes_go_on(
         finally:
             stop.set()
     assert READ_S - 0.2 <= took <= READ_S + 1.5
+    wait_until(lambda: 'gpu_exporter_connections_closed_total{reason="header_timeout"}' in exp.metrics(), 5,
+               "the closed connection counted in the exporter's own metrics")
 
 
 def test_a_kept_alive_scrape_connection_is_reused_then_closed_at_the_read_timeout(

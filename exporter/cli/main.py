@@ -86,6 +86,7 @@ def run(args: list[str], environ: Mapping[str, str]) -> None:
     # or one arriving between listening and the wait below would end the process at once, its log unwritten.
     stop = _stop_on_signal()
     server = _listen(s.address, collector, serving)
+    collector.more_self_metrics.append(server.self_metrics)
     reloader = None
     if source is not None and source.path is not None:
         reloader = CountersReloader(source, collector.replace_counters, counters)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.exposition import CONTENT_TYPE
+from exporter.exposition import CONTENT_TYPE, Family
 from exporter.serving.collector import Snapshot
 from exporter.serving.web_config import WebGuard
 from listener.limits import Limits
@@ -174,6 +174,21 @@ class MetricsServer:
     @property
     def port(self) -> int:
         return int(self._sock.getsockname()[1])
+
+    def self_metrics(self) -> list[Family]:
+        """The listener's own series: connections by state, and those it closed by reason (docs/exporter.md)."""
+        guard = self.guard
+        waiting = len(guard.room) - guard.handshaking
+        connections = Family("gpu_exporter_connections", "gauge",
+                             "Connections to /metrics by state: handshake, waiting (no request in progress), busy.")
+        for state, count in (("handshake", guard.handshaking), ("waiting", waiting), ("busy", guard.open - waiting)):
+            connections.add((("state", state),), max(0, count))
+        closed = Family("gpu_exporter_connections_closed_total", "counter",
+                        "Connections the exporter closed, by reason (header_timeout, idle_timeout, write_timeout, "
+                        "handshake_timeout, evicted, refused_413/414/431, handshake_failed).")
+        for reason, count in sorted(guard.closed.items()):
+            closed.add((("reason", reason),), count)
+        return [connections, closed]
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, name="http",
