@@ -13,6 +13,7 @@ COPY exporter ./exporter
 COPY adapter ./adapter
 COPY loadtest ./loadtest
 COPY clikit ./clikit
+COPY listener ./listener
 # Bytecode is compiled here, once, and shipped: the image is read-only at run time, so a pod that had to compile its
 # imports would do it at every start. unchecked-hash: the interpreter trusts the .pyc without looking at the
 # source's timestamp (an image's files never change underneath it).
