@@ -25,6 +25,7 @@ log = logging.getLogger("listener")
 ProtocolFactory = Callable[[], GuardedProtocol]
 # Out of file descriptors or socket memory: the accept is tried again shortly (as Go's Server.Serve backs off).
 _RETRY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+ACCEPT_BATCH = 64
 
 
 class Handshake:
@@ -43,30 +44,42 @@ class Handshake:
 
 
 class Acceptor:
+    """Accepts on one listening socket: when it is readable, up to ``ACCEPT_BATCH`` connections at a time (as the
+    event loop's own server does, asyncio's ``_accept_connection``), each handed over in a task of its own. Waiting
+    for one connection per wakeup (``loop.sock_accept``) would accept one per turn of a busy loop, and a real
+    client's connection would queue behind a flood's reconnects."""
+
     def __init__(self, sock: socket.socket, guard: Guard, protocol: ProtocolFactory) -> None:
         self.sock = sock
         self.guard = guard
         self.protocol = protocol
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._handshakes: set[asyncio.Task[None]] = set()
 
     def start(self, backlog: int = 2048) -> Acceptor:
         self.sock.listen(backlog)  # again on a listening socket: only the backlog is set
         self.sock.setblocking(False)
-        self._task = asyncio.get_running_loop().create_task(self._accept())
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.sock.fileno(), self._accept)
         return self
 
-    async def _accept(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+    def _accept(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        for _ in range(ACCEPT_BATCH):
             try:
-                conn, address = await loop.sock_accept(self.sock)
+                conn, address = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as exc:
                 if exc.errno not in _RETRY_ERRNOS:
                     raise
+                # Out of descriptors: stop listening a moment (Go's Server.Serve sleeps and retries likewise).
                 self.guard.quiet.warning("accept", f"cannot accept a connection: {exc.strerror}; retrying")
-                await asyncio.sleep(0.1)
-                continue
+                loop.remove_reader(self.sock.fileno())
+                loop.call_later(0.1, loop.add_reader, self.sock.fileno(), self._accept)
+                return
+            conn.setblocking(False)
             task = loop.create_task(self._hand_over(conn, peer_of(address)))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
@@ -101,8 +114,8 @@ class Acceptor:
 
     def close(self) -> None:
         """Stop accepting, and end the handshakes in progress."""
-        if self._task is not None:
-            self._task.cancel()
+        if self._loop is not None and self.sock.fileno() >= 0:
+            self._loop.remove_reader(self.sock.fileno())
         for task in list(self._handshakes):
             task.cancel()
         with contextlib.suppress(OSError):
