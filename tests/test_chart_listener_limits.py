@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from adapter.cli.flags import LIMITS, Options
+from adapter.cli.flags import LIMITS
 from adapter.cli.values import listener_limits
+from clikit.flags import Options
 from exporter.cli.flags import BY_SPELLING
 from exporter.cli.flags import parse as parse_exporter_flags
 from tests.support.fake_kube import FakeKube

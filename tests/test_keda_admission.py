@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from adapter.cli.flags import REQUIRED, SERVE, Options, UsageError
+from adapter.cli.flags import SERVE, UsageError
 from adapter.cli.serve import keda_flags
 from adapter.keda.limits import (
     MAX_METADATA_BYTES,
@@ -21,6 +21,7 @@ from adapter.keda.limits import (
     channel_args,
 )
 from adapter.keda.peer import client_of
+from clikit.flags import REQUIRED, Options
 from listener.seats import FairSeats
 
 pytestmark = pytest.mark.unit
