@@ -296,7 +296,9 @@ def start_adapter(prom_url: str, tmp: Path, *args: str) -> AdapterProcess:
 def test_100_identical_concurrent_requests_cost_one_prometheus_query(prometheus: tuple) -> None:
     prom, tmp = prometheus
     proxy = CountingProxy(prom.url, hold_queries=True)
-    adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "0")  # coalescing alone does it
+    # Coalescing alone does it, among the requests in flight: all 100 at once here (with the default 20 seats and the
+    # cache off, they would run in five rounds, a query each).
+    adapter = start_adapter(proxy.url, tmp, "--query-cache-ttl", "0", "--max-requests-inflight", "100")
     try:
         with httpx.Client(base_url=adapter.url, verify=False, timeout=60.0,
                           limits=httpx.Limits(max_connections=100)) as client, ThreadPoolExecutor(100) as pool:
