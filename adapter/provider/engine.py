@@ -243,7 +243,7 @@ class Engine:
             if ns_label is not None and sample.labels.get(ns_label, namespace) != namespace:
                 continue
             by_object.setdefault(name, []).append(sample)
-        recent = None if fresh is None else {s.labels.get(label) for s in fresh}
+        recent = None if fresh is None else {s.labels.get(label, "") for s in fresh}  # "" names no object
         return pick_values(by_object, recent,
                            lambda name, count, agreed: self.series_conflicts.record(binding, namespace, name, count,
                                                                                     agreed))
