@@ -36,17 +36,20 @@ Family = GaugeMetricFamily | CounterMetricFamily
 
 
 class KubeCacheStats(Protocol):
-    """What the Kubernetes object caches report per resource (e.g. ``pods``)."""
+    """What the Kubernetes object caches report per resource (e.g. ``pods``); read only."""
 
-    objects: int
-    watch_restarts_total: int
+    @property
+    def objects(self) -> int: ...
+    @property
+    def watch_restarts_total(self) -> int: ...
 
 
 KubeStatsSource = Callable[[], Mapping[str, KubeCacheStats]]
 
 
 class SeveralSeriesStats(Protocol):
-    totals: Mapping[tuple[str, str], int]
+    @property
+    def totals(self) -> Mapping[tuple[str, str], int]: ...  # read only
 
 
 class AdapterMetrics:
