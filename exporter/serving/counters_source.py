@@ -51,8 +51,9 @@ def counters_from_configmap(fetch: Callable[[str, str], dict[str, Any]], namespa
     try:
         configmap = fetch(namespace, name)
     except Exception as exc:  # ApiException, urllib3 and OSError variants, missing credentials
-        reason = getattr(exc, "reason", None) if getattr(exc, "status", None) else None
-        detail = f"HTTP {exc.status} {reason}" if reason else " ".join(str(exc).split()) or type(exc).__name__
+        status = getattr(exc, "status", None)
+        reason = getattr(exc, "reason", None) if status else None
+        detail = f"HTTP {status} {reason}" if reason else " ".join(str(exc).split()) or type(exc).__name__
         raise ConfigMapUnavailable(f"could not retrieve ConfigMap '{namespace}:{name}': {detail}") from None
     data = configmap.get("data") or {}
     source = f"ConfigMap {namespace}/{name} key {CONFIGMAP_KEY}"
@@ -93,7 +94,7 @@ def api_configmap_fetcher(api_client: Any, timeout_s: float = 5.0) -> Callable[[
     def fetch(namespace: str, name: str) -> dict[str, Any]:
         response = core.read_namespaced_config_map(name, namespace, _preload_content=False,
                                                    _request_timeout=timeout_s)
-        return json.loads(response.data)
+        return json.loads(response.data)  # type: ignore[arg-type]  # _preload_content=False returns urllib3's response, not the model
 
     return fetch
 
