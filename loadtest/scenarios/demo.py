@@ -148,8 +148,8 @@ class _Demo:
                 kube_state = f"127.0.0.1:{self.kube_state.start()}"
                 # The windows on the compressed clock; the noise margin counts over the real rate window (the
                 # load draws real-time counts: LoadGenerator(clock=...)).
-                extra_rules = capacity_yaml(*(s.clock.demo_promql_duration(d)
-                                              for d in (WINDOW, STEP, RATE_WINDOW)), count_window=RATE_WINDOW)
+                window, step, rate_window = (s.clock.demo_promql_duration(d) for d in (WINDOW, STEP, RATE_WINDOW))
+                extra_rules = capacity_yaml(window, step, rate_window, count_window=RATE_WINDOW)
                 recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
