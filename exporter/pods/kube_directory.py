@@ -218,7 +218,7 @@ class ApiPodSource:
     def list(self) -> Mapping[str, Any]:
         response = self._core.list_pod_for_all_namespaces(field_selector=self._field_selector, _preload_content=False,
                                                           _request_timeout=self._timeout_s)
-        return json.loads(response.data)  # type: ignore[attr-defined]  # _preload_content=False returns urllib3's response, not the model
+        return json.loads(response.data)
 
     def watch(self, resource_version: str) -> Iterator[Mapping[str, Any]]:
         from kubernetes import watch

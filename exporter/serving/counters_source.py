@@ -94,7 +94,7 @@ def api_configmap_fetcher(api_client: Any, timeout_s: float = 5.0) -> Callable[[
     def fetch(namespace: str, name: str) -> dict[str, Any]:
         response = core.read_namespaced_config_map(name, namespace, _preload_content=False,
                                                    _request_timeout=timeout_s)
-        return json.loads(response.data)  # type: ignore[arg-type]  # _preload_content=False returns urllib3's response, not the model
+        return json.loads(response.data)
 
     return fetch
 

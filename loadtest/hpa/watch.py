@@ -115,7 +115,7 @@ class ClusterWatcher:
         assert self.hpa is not None
         response = self._autoscaling.read_namespaced_horizontal_pod_autoscaler(
             self.hpa, self.namespace, _preload_content=False, _request_timeout=5)
-        return dict(json.loads(response.data))  # type: ignore[attr-defined]  # _preload_content=False returns urllib3's response, not the model
+        return dict(json.loads(response.data))
 
     def read_metric(self) -> dict[str, Any]:
         """GET the path with the client's credentials; a non-2xx answer raises ``ApiException`` with its body."""
