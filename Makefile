@@ -17,9 +17,10 @@ LOWEST := $(CURDIR)/.venv-lowest
 #   unit    no servers, processes or tools          e2e    starts Prometheus, the exporter, the adapter, ...
 #   tools   helm, kubectl, promtool, buildah, ...   demo   the minute-long demo     image   builds the image
 #   lowest  end-to-end tests that exercise a dependency (kubernetes client, aiohttp, uvicorn, grpcio)
-# make test: ruff and everything; make test-quick: the unit tests; make test-lowest: the unit tests and those
-# marked lowest, at every direct dependency's floor (tests of files and tools, the demo and the other end-to-end
-# tests are not about dependency versions, and CI's 25 minutes on 2 cores do not hold two whole suites).
+# make test: ruff, mypy (the packages' types: [tool.mypy] in pyproject.toml) and everything; make test-quick: the
+# unit tests; make test-lowest: the unit tests and those marked lowest, at every direct dependency's floor (tests of
+# files and tools, the demo and the other end-to-end tests are not about dependency versions, and CI's 25 minutes
+# on 2 cores do not hold two whole suites).
 # Tests run in parallel workers, a file per worker at a time (module-scoped servers are started once), in the order
 # tests/conftest.py gives them (the image build and the demo first; xdist would otherwise start the files with the
 # most tests first and leave those two minutes-long files to the end). Most of a test's time is spent waiting for
@@ -46,6 +47,7 @@ tools: install
 
 test: install tools
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q $(PARALLEL) --durations=30 $(PYTEST_ARGS)
 
 # The unit tests alone: no servers, processes or tools (well under a minute on 2 cores; no tools needed).
@@ -65,6 +67,7 @@ demo: install tools
 
 lint: install
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: install tools
 	$(PY) bench/fleet.py
@@ -82,4 +85,4 @@ image:
 	bash scripts/build-image.sh $(IMAGE)
 
 clean:
-	rm -rf .venv .venv-lowest .tools build *.egg-info .pytest_cache .ruff_cache
+	rm -rf .venv .venv-lowest .tools build *.egg-info .pytest_cache .ruff_cache .mypy_cache

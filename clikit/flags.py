@@ -61,7 +61,7 @@ def command(app: typer.Typer, name: str, flags: Sequence[Flag],
         parameters = [p.parameter() for p in flags]
         if argument is not None:
             parameters.insert(0, argument)
-        invoke.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        invoke.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # read by inspect.signature (PEP 362); not in typeshed's function type
         invoke.__doc__ = run.__doc__
         invoke.__name__ = name
         app.command(name)(invoke)

@@ -73,7 +73,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self.guard = guard
         self.pending: Waiter | None = None  # the accepted connection's place in the room until it is handed here
         self.address = ""  # the client's (listener.addresses), known once connected
-        self._raw: asyncio.BaseTransport | None = None
+        self._raw: asyncio.Transport | None = None
         self._phase = "head"  # head | busy | idle | closing
         self._timer: asyncio.TimerHandle | None = None
         self._meter = HeadMeter(guard.limits)
@@ -82,7 +82,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._gone = False
 
     # -- the connection's life ---------------------------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # as uvicorn's: a stream protocol gets a Transport
         # Called once the TLS handshake is done (listener.accept bounded it), with the connection to read.
         g = self.guard
         if g.tls is not None and transport.get_extra_info("sslcontext") is None:
@@ -90,7 +90,7 @@ class GuardedProtocol(HttpToolsProtocol):
                       "listener.serving.GuardedServer?); closed")
             transport.abort()
             return
-        self._raw = transport  # type: ignore[assignment]
+        self._raw = transport
         self.address = peer_of(transport.get_extra_info("peername"))
         g.open += 1
         if self.pending is not None:
@@ -98,7 +98,7 @@ class GuardedProtocol(HttpToolsProtocol):
         g.room.enter(self)
         self._phase = "head"
         self._arm(g.limits.read_header_timeout_s, "header_timeout")
-        super().connection_made(transport)  # type: ignore[arg-type]
+        super().connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost()
@@ -226,7 +226,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._phase = "closing"
         self._cancel_timer()
         if self._raw is not None:
-            self._raw.abort()  # type: ignore[attr-defined]
+            self._raw.abort()
         self._lost()
 
 

@@ -26,7 +26,8 @@ def uvicorn_config(app: Any, host: str, port: int, guard: Guard, **settings: Any
     options.update(settings)
     # uvicorn's own keep-alive timer closes a connection idle this long; the guard's (a second earlier) acts first.
     options["timeout_keep_alive"] = math.ceil(guard.limits.idle_timeout_s) + 1
-    return uvicorn.Config(app, host=host, port=port, http=guard.protocol, ws="none", server_header=False, **options)
+    return uvicorn.Config(app, host=host, port=port, ws="none", server_header=False, **options,
+                          http=guard.protocol)  # type: ignore[arg-type]  # uvicorn calls it as it would a class
 
 
 class GuardedServer(uvicorn.Server):
@@ -44,7 +45,7 @@ class GuardedServer(uvicorn.Server):
 
     def _protocol(self) -> GuardedProtocol:
         # As uvicorn's own startup builds each connection's protocol.
-        return self.config.http_protocol_class(  # type: ignore[call-arg,return-value]
+        return self.guard.protocol(  # the config's http (uvicorn_config)
             config=self.config, server_state=self.server_state, app_state=self.lifespan.state,
             _loop=asyncio.get_running_loop())
 

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from clikit.durations import parse_prometheus_duration
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # any dataclass (typeshed's protocol; not importable at run time)
+
 __all__ = ["REAL_TIME", "DemoClock"]
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 S = TypeVar("S", bound="Stretchable")
 
 
@@ -70,9 +73,9 @@ class DemoClock:
     def demo_settings(self, settings: T) -> T:
         """``settings`` (a dataclass) with every ``*_s`` field on the demo's clock (``None`` stays ``None``)."""
         values: dict[str, Any] = {f.name: self.demo_seconds(getattr(settings, f.name))
-                                  for f in fields(settings)  # type: ignore[arg-type]  # T is a dataclass
+                                  for f in fields(settings)
                                   if f.name.endswith("_s") and getattr(settings, f.name) is not None}
-        return replace(settings, **values)  # type: ignore[type-var]  # T is a dataclass
+        return replace(settings, **values)
 
     def demo_profile(self, real: S) -> S:
         return real.scaled(time_factor=1 / self.time_scale)

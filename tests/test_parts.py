@@ -1,16 +1,30 @@
 """The adapter's parts (adapter/server/parts.py): each event reaches its reaction, and the parts start and stop in
-their order. Stand-ins record what reaches them; the table under test is the one ``gpu-adapter serve`` connects."""
+their order. Stand-ins record what reaches them; the table under test is the one ``gpu-adapter serve`` connects.
+
+Each stand-in is made from its real part with ``create_autospec(spec_set=True)``: a method or attribute the part
+does not have, or a call its signature refuses, fails the test (a part's method renamed without parts.py following).
+"""
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
 from typing import Any
+from unittest.mock import create_autospec
 
 import pytest
 
+from adapter.auth.stack import AuthStack
+from adapter.keda.server import KedaScalerServer
+from adapter.kube.resolver import KubeResolver
+from adapter.kube.restmapper import ResourceDiscovery
 from adapter.prometheus.client import PrometheusClient, PrometheusConfig
+from adapter.prometheus.discovery import Discovery
+from adapter.prometheus.querycache import QueryCache
 from adapter.provider.engine import Engine
+from adapter.rulesfile.source import RulesSource
+from adapter.server.certreload import ServingCertificate
+from adapter.server.lifecycle import Lifecycle
 from adapter.server.parts import AdapterState
 
 pytestmark = pytest.mark.unit
@@ -33,36 +47,47 @@ class Part:
             self.log.append(f"{self.name}.{what}{args if args else ''}")
         return call
 
-    def record_async(self, what: str) -> Any:
-        async def call(*args: Any) -> None:
-            self.log.append(f"{self.name}.{what}{args if args else ''}")
-        return call
+
+def standin(real: Any, **members: Any) -> Any:
+    """A stand-in with the members and signatures of ``real`` (a part's class, or an instance where the members
+    checked include attributes set in ``__init__``). ``members``: what a method does (its side effect; an async
+    method's stand-in is awaitable) or an attribute's value. Naming a member ``real`` lacks fails here; calling one
+    fails where the code under test does."""
+    mock = create_autospec(real, spec_set=True, instance=isinstance(real, type))
+    for name, value in members.items():
+        member = getattr(mock, name)
+        if callable(member) and callable(value):
+            member.side_effect = value
+        else:
+            setattr(mock, name, value)
+    return mock
 
 
 def parts(log: list[str]) -> tuple[AdapterState, dict[str, Part]]:
     p = {name: Part(name, log) for name in ("discovery", "rules", "cache", "auth", "serving", "resources", "kube",
                                              "scaler", "client", "lifecycle")}
-    discovery = SimpleNamespace(after_relist=p["discovery"].listen, request_relist=p["discovery"].record("relist"),
-                                scrape_intervals=[15.0], start=p["discovery"].record("start"),
-                                stop=p["discovery"].record_async("stop"))
-    rules = SimpleNamespace(on_change=p["rules"].listen, use_table=p["rules"].record("use_table"),
-                            start=p["rules"].record("start"), stop=p["rules"].record_async("stop"),
-                            current=SimpleNamespace(external_rules=(), resource_rules=None))
-    cache = SimpleNamespace(refresh_freshness=p["cache"].record_async("refresh_freshness"))
-    auth = SimpleNamespace(attach_tls=p["auth"].record("attach_tls"), start=p["auth"].record_async("start"),
-                           stop=p["auth"].record_async("stop"))
-    serving = SimpleNamespace(configure=p["serving"].listen)
-    resources = SimpleNamespace(on_change=p["resources"].listen, start=p["resources"].record("start"),
-                                stop=p["resources"].record_async("stop"))
-    scaler = SimpleNamespace(drain=p["scaler"].record_async("drain"), start=p["scaler"].record("start"),
-                             stop=p["scaler"].record_async("stop"))
-    lifecycle = SimpleNamespace(on_drain=p["lifecycle"].listen)
-    client = SimpleNamespace(aclose=p["client"].record_async("aclose"))
-    kube = SimpleNamespace(close=p["kube"].record("close"), caches={})
-    engine = Engine(PrometheusClient(PrometheusConfig("http://prometheus.invalid")), lambda: None)
-    state = AdapterState(client, discovery, engine, serve_external=lambda: False,  # type: ignore[arg-type]
-                         lifecycle=lifecycle, rules=rules, cache=cache, auth=auth,  # type: ignore[arg-type]
-                         serving=serving, resources=resources, kube=kube, scaler=scaler)  # type: ignore[arg-type]
+    prometheus = PrometheusClient(PrometheusConfig("http://prometheus.invalid"))
+    discovery = standin(Discovery(prometheus, lambda: None),  # scrape_intervals is set in __init__
+                        after_relist=p["discovery"].listen, request_relist=p["discovery"].record("relist"),
+                        scrape_intervals=[15.0], start=p["discovery"].record("start"),
+                        stop=p["discovery"].record("stop"))
+    rules = standin(RulesSource, on_change=p["rules"].listen, use_table=p["rules"].record("use_table"),
+                    start=p["rules"].record("start"), stop=p["rules"].record("stop"),
+                    current=SimpleNamespace(external_rules=(), resource_rules=None))
+    cache = standin(QueryCache, refresh_freshness=p["cache"].record("refresh_freshness"))
+    auth = standin(AuthStack, attach_tls=p["auth"].record("attach_tls"), start=p["auth"].record("start"),
+                   stop=p["auth"].record("stop"))
+    serving = standin(ServingCertificate, configure=p["serving"].listen)
+    resources = standin(ResourceDiscovery, on_change=p["resources"].listen, start=p["resources"].record("start"),
+                        stop=p["resources"].record("stop"))
+    scaler = standin(KedaScalerServer, drain=p["scaler"].record("drain"), start=p["scaler"].record("start"),
+                     stop=p["scaler"].record("stop"))
+    lifecycle = standin(Lifecycle, on_drain=p["lifecycle"].listen)
+    client = standin(PrometheusClient, aclose=p["client"].record("aclose"))
+    kube = standin(KubeResolver, close=p["kube"].record("close"), caches={})
+    engine = Engine(prometheus, lambda: None)
+    state = AdapterState(client, discovery, engine, serve_external=lambda: False, lifecycle=lifecycle, rules=rules,
+                         cache=cache, auth=auth, serving=serving, resources=resources, kube=kube, scaler=scaler)
     return state, p
 
 

@@ -7,12 +7,16 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
+from unittest.mock import create_autospec
 
 import pytest
+from kubernetes.client import Configuration
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import Receive, Scope, Send
 
+from adapter.kube.api import KubeClient
+from adapter.kube.cache import MetadataCache
+from adapter.rules.resources import PODS
 from adapter.rulesfile.loader import parse_rules, rule_label
 from adapter.server.observe import ObserveRequests, route_of
 from adapter.server.selfmetrics import ROUTES, AdapterMetrics
@@ -62,12 +66,22 @@ def families(metrics: AdapterMetrics) -> dict[str, object]:
     return {f.name: f for f in text_string_to_metric_families(metrics.exposition().decode())}
 
 
+def cache_stats(**counts: int) -> MetadataCache:
+    """A stand-in for a Kubernetes object cache with these counts, autospec'd from a real (unstarted) one: a count
+    the cache does not have fails here."""
+    real = MetadataCache(KubeClient(Configuration(host="https://kube.invalid")), PODS, start=False)
+    stats = create_autospec(real, spec_set=True)
+    for name, count in counts.items():
+        setattr(stats, name, count)
+    return stats
+
+
 def test_families_declared_for_authentication_authorization_and_kube_caches() -> None:
     metrics = AdapterMetrics()
     metrics.authentications.labels("token").inc()
     metrics.authorizations.labels("deny", "true").inc()
-    metrics.watch_kube(lambda: {"pods": SimpleNamespace(objects=12, watch_restarts_total=2),
-                                "replicasets.apps": SimpleNamespace(objects=3, watch_restarts_total=0)})
+    metrics.watch_kube(lambda: {"pods": cache_stats(objects=12, watch_restarts_total=2),
+                                "replicasets.apps": cache_stats(objects=3, watch_restarts_total=0)})
     text = metrics.exposition().decode()
     assert 'gpu_adapter_authentications_total{result="token"} 1.0' in text
     assert 'gpu_adapter_authentications_total{result="anonymous"} 0.0' in text  # every result from the start

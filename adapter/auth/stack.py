@@ -6,6 +6,7 @@ import logging
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +106,10 @@ class AuthStack:
         if self._ssl is not None:
             add_client_cas(self._ssl, cas.bundle())
 
-    def middleware(self, observe: Callable[[AuthOutcome], None] | None = None) -> tuple[type, dict[str, Any]]:
-        """(class, kwargs) for ``app.add_middleware``."""
-        return AuthMiddleware, {"authenticator": self.authenticator, "authorizer": self.authorizer,
-                                "client_cas": self.source.current, "always_allow": self.always_allow,
-                                "observe": observe}
+    def middleware(self, observe: Callable[[AuthOutcome], None] | None = None) -> partial[AuthMiddleware]:
+        """The middleware for ``app.add_middleware``: ``AuthMiddleware`` given everything but the app it wraps."""
+        return partial(AuthMiddleware, authenticator=self.authenticator, authorizer=self.authorizer,
+                       client_cas=self.source.current, always_allow=self.always_allow, observe=observe)
 
     async def load(self) -> None:
         """Before serving: read the front-proxy configuration (raises AuthSetupError when unusable)."""

@@ -10,12 +10,14 @@ import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapter.auth.stack import AuthOptions, AuthStack
 from adapter.cli import values
 from adapter.cli.flags import UsageError
+from adapter.kube.api import KubeClient
 from adapter.kube.config import KubeConfigError, load_api_client
+from adapter.kube.resolver import KubeResolver
 from adapter.kube.standalone import StandaloneObjects
 from adapter.prometheus.client import PrometheusClient
 from adapter.prometheus.discovery import Discovery
@@ -35,6 +37,9 @@ from adapter.server.selfmetrics import AdapterMetrics
 from adapter.server.serving import guard, listening_socket, server_context, uvicorn_config
 from clikit.flags import Options
 from listener.limits import raise_open_files_limit
+
+if TYPE_CHECKING:
+    from adapter.kube.restmapper import ResourceDiscovery
 
 log = logging.getLogger("adapter")
 
@@ -89,14 +94,19 @@ def build(options: Options) -> Adapter:
         (o.authentication_token_webhook_cache_ttl, "--authentication-token-webhook-cache-ttl"),
         (o.authorization_webhook_cache_authorized_ttl, "--authorization-webhook-cache-authorized-ttl"),
         (o.authorization_webhook_cache_unauthorized_ttl, "--authorization-webhook-cache-unauthorized-ttl"))]
-    front_proxy = {  # checked whether or not auth is on, as the apiserver's options are
-        "requestheader_allowed_names": values.csv(o.requestheader_allowed_names, "--requestheader-allowed-names"),
-        "requestheader_username_headers": values.csv(o.requestheader_username_headers,
-                                                     "--requestheader-username-headers"),
-        "requestheader_group_headers": values.csv(o.requestheader_group_headers, "--requestheader-group-headers"),
-        "requestheader_extra_headers_prefix": values.csv(o.requestheader_extra_headers_prefix,
-                                                         "--requestheader-extra-headers-prefix")}
-    always_allow = values.csv(o.authorization_always_allow_paths, "--authorization-always-allow-paths")
+    auth_options = AuthOptions(  # checked whether or not auth is on, as the apiserver's options are
+        requestheader_client_ca_file=o.requestheader_client_ca_file,
+        requestheader_allowed_names=values.csv(o.requestheader_allowed_names, "--requestheader-allowed-names"),
+        requestheader_username_headers=values.csv(o.requestheader_username_headers,
+                                                  "--requestheader-username-headers"),
+        requestheader_group_headers=values.csv(o.requestheader_group_headers, "--requestheader-group-headers"),
+        requestheader_extra_headers_prefix=values.csv(o.requestheader_extra_headers_prefix,
+                                                      "--requestheader-extra-headers-prefix"),
+        client_ca_file=o.client_ca_file, skip_lookup=o.authentication_skip_lookup,
+        tolerate_lookup_failure=o.authentication_tolerate_lookup_failure,
+        always_allow_paths=values.csv(o.authorization_always_allow_paths, "--authorization-always-allow-paths"),
+        anonymous=o.anonymous_auth,
+        token_cache_ttl_s=auth_ttls[0], allowed_cache_ttl_s=auth_ttls[1], denied_cache_ttl_s=auth_ttls[2])
     relist = values.duration(o.metrics_relist_interval, "--metrics-relist-interval")
     max_age = values.duration(o.metrics_max_age, "--metrics-max-age") if o.metrics_max_age else None
     if max_age is not None and max_age < relist:
@@ -120,13 +130,7 @@ def build(options: Options) -> Adapter:
     if o.disable_auth:
         log.warning("--disable-auth: every caller can read every metric; never use this in a cluster")
     else:
-        auth = AuthStack(AuthOptions(
-            requestheader_client_ca_file=o.requestheader_client_ca_file, **front_proxy,
-            client_ca_file=o.client_ca_file, skip_lookup=o.authentication_skip_lookup,
-            tolerate_lookup_failure=o.authentication_tolerate_lookup_failure,
-            always_allow_paths=always_allow, anonymous=o.anonymous_auth,
-            token_cache_ttl_s=auth_ttls[0], allowed_cache_ttl_s=auth_ttls[1], denied_cache_ttl_s=auth_ttls[2]),
-            api_client)
+        auth = AuthStack(auth_options, api_client)
         asyncio.run(auth.load())
     engine = Engine(cache, lambda: discovery.catalogue, resolver, sample_age_limit(discovery, sample_age),
                     discovery.waiting_reason)
@@ -140,7 +144,7 @@ def build(options: Options) -> Adapter:
     state = AdapterState(client, discovery, engine, serve_external=lambda: bool(rules.current.external_rules),
                          metrics=metrics, lifecycle=Lifecycle(shutdown), rules=rules, cache=cache, auth=auth,
                          serving=serving, resources=resources,
-                         kube=resolver if api_client is not None else None,  # type: ignore[arg-type]
+                         kube=resolver if isinstance(resolver, KubeResolver) else None,
                          requests=requests, listener=guard(serving.listening, limits))
     if keda_options is not None:
         state.scaler = keda_scaler(o, keda_options, state, cert, key)
@@ -238,28 +242,26 @@ def sample_age_limit(discovery: Discovery, flag_s: float | None) -> Callable[[],
     return lambda: discovery.default_max_sample_age_s
 
 
-def object_resolver(api_client: object | None, standalone_objects: str | None) -> ObjectResolver:
+def object_resolver(api_client: KubeClient | None, standalone_objects: str | None) -> ObjectResolver:
     """Who resolves label selectors: the Kubernetes API's caches, a ``--standalone-objects`` file, or nobody."""
     if standalone_objects and api_client is not None:
         raise UsageError("--standalone-objects is for running without a Kubernetes API; with one, selectors are "
                          "resolved from the API")
     if api_client is not None:
-        from adapter.kube.resolver import KubeResolver
-
-        return KubeResolver(api_client)  # type: ignore[arg-type]
+        return KubeResolver(api_client)
     if standalone_objects:
         return StandaloneObjects(standalone_objects)
     return StandaloneResolver()
 
 
-def _resource_discovery(api_client: object | None, interval_s: float) -> Any:
+def _resource_discovery(api_client: KubeClient | None, interval_s: float) -> ResourceDiscovery | None:
     """With a Kubernetes API: resource names resolve by its discovery (read now, then every ``interval_s``)."""
     if api_client is None:
         return None
     from adapter.kube.api import KubeApi, KubeError
     from adapter.kube.restmapper import ResourceDiscovery
 
-    resources = ResourceDiscovery(KubeApi(api_client), interval_s)  # type: ignore[arg-type]
+    resources = ResourceDiscovery(KubeApi(api_client), interval_s)
     try:
         resources.refresh()
     except KubeError as exc:

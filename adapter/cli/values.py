@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from typing import Literal
 
 from yarl import URL
 
@@ -56,6 +57,8 @@ def shutdown_settings(delay: str, send_retry_after: bool, drain_timeout: str) ->
 
 # The adapter drops a connection whose answer is still unwritten this long after --request-timeout.
 WRITE_GRACE_S = 10.0
+
+_VERBS: dict[str, Literal["GET", "POST"]] = {"GET": "GET", "POST": "POST"}  # --prometheus-verb, upper-cased
 
 
 def listener_limits(o: Options) -> tuple[Limits, RequestLimits]:
@@ -123,7 +126,8 @@ def prometheus_settings(url: str, verb: str, timeout: str, token_file: str | Non
     if auth_config and auth_incluster:
         raise UsageError("--prometheus-auth-config and --prometheus-auth-incluster: may not use both in-cluster auth "
                          "and an explicit kubeconfig at the same time")
-    if verb.upper() not in ("GET", "POST"):
+    method = _VERBS.get(verb.upper())
+    if method is None:
         raise UsageError(f"--prometheus-verb {verb!r}: expected GET or POST")
     if bool(cert_file) != bool(key_file):
         raise UsageError("--prometheus-client-tls-cert-file and --prometheus-client-tls-key-file go together")
@@ -149,7 +153,7 @@ def prometheus_settings(url: str, verb: str, timeout: str, token_file: str | Non
         if not header_value_ok(found.authorization):
             raise UsageError(f"{source}: the credentials hold a line break, a control or a non-ASCII character")
         extra.append(("Authorization", found.authorization))
-    return PrometheusConfig(url=url, method=verb.upper(), timeout_s=duration(timeout, "--prometheus-timeout"),  # type: ignore[arg-type]
+    return PrometheusConfig(url=url, method=method, timeout_s=duration(timeout, "--prometheus-timeout"),
                             bearer_token_file=token_file or found.bearer_token_file,
                             ca_file=ca_file or found.ca_file,
                             client_cert_file=cert_file or found.client_cert_file,

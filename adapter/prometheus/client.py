@@ -147,7 +147,9 @@ def env_proxy(url: URL) -> str | None:
     curl and httpx do (aiohttp's own ``trust_env`` ignores ALL_PROXY)."""
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(url.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(url.host or "", proxies):
+    # proxy_bypass is proxy_bypass_environment (NO_PROXY) on Linux, and on macOS and Windows whenever an environment
+    # proxy is set, as here (typeshed does not declare proxy_bypass_environment itself).
+    if not proxy or urllib.request.proxy_bypass(url.host or ""):
         return None
     return proxy
 

@@ -101,7 +101,9 @@ class CustomMetrics:
                 args = custom_args(b, namespace=namespace, names=names, metric_matchers=matchers,
                                    metric_values=values, with_values="LabelValuesByName" in b.rule.metrics_query.fields)
                 queries.append(render_query(b.rule.metrics_query, args))
-                by = (b.resource_label,) if b.namespace_label is None else (b.resource_label, b.namespace_label)
+                label = b.resource_label
+                assert label is not None  # a custom metric's binding always names its object's label
+                by = (label,) if b.namespace_label is None else (label, b.namespace_label)
                 freshness.append(query_freshness(b, args.label_matchers, by, max_age_s))
         except QueryError as exc:
             raise bad_request(str(exc)) from None

@@ -202,9 +202,9 @@ class Engine:
     async def run(self, plan: QueryPlan) -> Answers:
         """The plan's queries and freshness queries, asked together."""
         fresh_at = [i for i, q in enumerate(plan.freshness) if q is not None]
-        queries = [*plan.queries, *(plan.freshness[i] for i in fresh_at)]
+        queries = [*plan.queries, *(q for q in plan.freshness if q is not None)]
         labels = [rule_label(b.rule) for b in plan.bindings] + [rule_label(plan.bindings[i].rule) for i in fresh_at]
-        found = await self.query(queries, labels)  # type: ignore[arg-type]
+        found = await self.query(queries, labels)
         fresh: list[list[Sample] | None] = [None] * len(plan.queries)
         for i, samples in zip(fresh_at, found[len(plan.queries):], strict=True):
             fresh[i] = samples
@@ -243,7 +243,7 @@ class Engine:
             if ns_label is not None and sample.labels.get(ns_label, namespace) != namespace:
                 continue
             by_object.setdefault(name, []).append(sample)
-        recent = None if fresh is None else {s.labels.get(label) for s in fresh}
+        recent = None if fresh is None else {s.labels.get(label, "") for s in fresh}  # "" names no object
         return pick_values(by_object, recent,
                            lambda name, count, agreed: self.series_conflicts.record(binding, namespace, name, count,
                                                                                     agreed))

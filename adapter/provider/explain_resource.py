@@ -82,7 +82,8 @@ async def explain_resource(engine: Engine, rules: Callable[[], ResourceRules | N
     window = current.window_s
     items = [node_metrics(u, window) if isinstance(u, NodeUsage) else pod_metrics(u, window) for u in answer]
     used = {(getattr(u, "namespace", None), u.name) for u in answer}
-    containers = {(u.namespace, u.name, c) for u in answer if isinstance(u, PodUsage) for c, _ in u.containers}
+    containers: set[tuple[str | None, str, str]] = {(u.namespace, u.name, c) for u in answer
+                                                    if isinstance(u, PodUsage) for c, _ in u.containers}
     queries = []
     for where, rule, promql, samples in zip(QUERY_LABELS, (current.cpu, current.memory), recording.queries or ("", ""),
                                             recording.answers, strict=True):

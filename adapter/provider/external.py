@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 
 from adapter.api.serialise import ExternalValue
 from adapter.api.status import ApiError, bad_request
@@ -74,5 +75,5 @@ class ExternalMetrics:
         return items
 
 
-def _agrees_with_any(labels: dict[str, str], series: list[Sample]) -> bool:
+def _agrees_with_any(labels: Mapping[str, str], series: list[Sample]) -> bool:
     return any(all(f.labels.get(k, v) == v for k, v in labels.items()) for f in series)

@@ -46,7 +46,9 @@ class StandaloneResolver:
 
     async def namespaced_names(self, group_resource: GroupResource,
                                selector: tuple[Requirement, ...]) -> list[tuple[str, str]] | None:
-        return await self.names(group_resource, None, selector)  # type: ignore[return-value]
+        if selector:
+            raise bad_request(_NEEDS_API)
+        return None
 
     async def labels(self, group_resource: GroupResource, namespace: str | None,
                      names: list[str]) -> Mapping[str, Mapping[str, str]]:

@@ -131,7 +131,8 @@ class ResourceMetrics:
         labels = [label for label, q in zip(QUERY_LABELS, fresh, strict=True) if q is not None]
         answers = await self._query(queries, tuple(asked), tuple(labels))
         recent = iter(answers[2:])
-        return (answers[0], answers[1]), tuple(next(recent) if q is not None else None for q in fresh)  # type: ignore[return-value]
+        cpu_fresh, memory_fresh = (next(recent) if q is not None else None for q in fresh)
+        return (answers[0], answers[1]), (cpu_fresh, memory_fresh)
 
     async def _query(self, queries: tuple[str, str], extra: tuple[str, ...] = (),
                      extra_labels: tuple[str, ...] = ()) -> list[list[Sample]]:

@@ -116,9 +116,9 @@ def build_catalogue_from_shapes(config: RulesConfig, shapes_by_query: Mapping[st
     external: dict[str, dict[Binding, None]] = {}
     for rule in config.external_rules:
         for name, labels in _ordered(shapes[rule.series_query]):
-            binding = _external_binding(rule, name, labels)
-            if binding is not None:
-                external.setdefault(binding.metric, {})[binding] = None
+            ext_binding = _external_binding(rule, name, labels)
+            if ext_binding is not None:
+                external.setdefault(ext_binding.metric, {})[ext_binding] = None
     return Catalogue(
         shapes,
         {key: tuple(found) for key, found in custom.items()},

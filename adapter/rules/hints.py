@@ -115,6 +115,7 @@ def _close(key: str, keys: tuple[str, ...]) -> str | None:
 
 def _candidates(allowed: tuple[str, ...], where: str) -> list[tuple[str, ...]]:
     """The other levels a key found at ``allowed`` may have been meant for, nearest first."""
+    order: list[tuple[str, ...]]
     if allowed == TOP:
         order = [RULE]
     elif where.startswith("resourceRules"):

@@ -60,9 +60,9 @@ class ResourceMapping:
                 chosen.setdefault(gr, name)
         if self._label_regex is not None:
             for label in sorted(present - overridden):
-                gr = self.resource_for_label(label)
-                if gr is not None:
-                    chosen.setdefault(gr, label)
+                named = self.resource_for_label(label)
+                if named is not None:
+                    chosen.setdefault(named, label)
         return chosen
 
 

@@ -9,9 +9,9 @@ pkg/config ResourceRules; its pkg/resourceprovider builds the queries the same w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from adapter.rules import schema
 from adapter.rules.errors import QueryError, RulesError
@@ -147,7 +147,7 @@ def _rule(raw: object, where: str, parser: _ParserLike) -> ResourceQuery:
     for gr in (POD, NAMESPACE, NODE):
         if rule.resources.label_for_resource(gr) is None:
             raise parser.fail(f"{where}.resources", f"must name a label for {gr.resource} (an override or template)")
-    rendered = {}
+    rendered: dict[str, str] = {}
     # Every shape a request renders, parsed once here (requests render without parsing again: render_query).
     for field, render in (("containerQuery", lambda: rule.render_pods("ns", ["a", "b"])),
                           ("containerQuery", lambda: rule.render_pods("ns", ["a"])),
@@ -166,9 +166,9 @@ def _rule(raw: object, where: str, parser: _ParserLike) -> ResourceQuery:
 
 
 class _ParserLike(Protocol):  # the helpers of adapter.rules.config._Parser this module uses (typing only)
-    fail: Callable[[str, str], RulesError]
-    mapping: Callable[..., dict]
-    string: Callable[..., str]
-    template: Callable[..., Template]
-    resources: Callable[[object, str], ResourceMapping]
-    label: Callable[[object, str], str]
+    def fail(self, path: str, reason: str) -> RulesError: ...
+    def mapping(self, raw: object, path: str, keys: tuple[str, ...] | None, what: str = "") -> dict[Any, Any]: ...
+    def string(self, raw: object, path: str, *, required: bool = False) -> str: ...
+    def template(self, raw: object, path: str, fields: Mapping[str, Any]) -> Template: ...
+    def resources(self, raw: object, path: str) -> ResourceMapping: ...
+    def label(self, raw: object, path: str) -> str: ...

@@ -126,7 +126,8 @@ class _Parser:
             nodes.append(self._action(tokens))
 
     def _lex_action(self, i: int) -> tuple[list[Token], int, bool]:
-        src, tokens = self.src, []
+        src = self.src
+        tokens: list[Token] = []
         while i < len(src):
             ch = src[i]
             if ch in _SPACE:
@@ -168,7 +169,8 @@ class _Parser:
             if end < 0:
                 raise TemplateError("unterminated raw string")
             return self.src[i + 1 : end], end + 1
-        out, j = [], i + 1
+        out: list[str] = []
+        j = i + 1
         while j < len(self.src):
             ch = self.src[j]
             if ch == '"':

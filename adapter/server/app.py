@@ -62,8 +62,7 @@ def create_app(state: AdapterState, *, run_discovery: bool = True) -> FastAPI:
         return json_response(ApiError(500, f"Internal error occurred: {exc.__class__.__name__}").body(), 500)
 
     if state.auth is not None:
-        auth_class, auth_kwargs = state.auth.middleware(observe=_auth_observer(state.metrics))
-        app.add_middleware(auth_class, **auth_kwargs)
+        app.add_middleware(state.auth.middleware(observe=_auth_observer(state.metrics)))
     # Inside the observation (a 429 is timed and logged), outside authentication (upstream's WithRetryAfter runs
     # before authentication too: a request turned away costs no review).
     app.add_middleware(DrainRequests, lifecycle=state.lifecycle)

@@ -35,7 +35,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -83,11 +83,11 @@ class Lifecycle:
         self.in_flight = 0  # requests that count for the drain (not exempt)
         self.rejected_total = 0  # answered 429 while draining with --shutdown-send-retry-after
         self.told_to_close_total = 0  # responses that carried Connection: close because of the shutdown
-        self._drain_hooks: list[Callable[[float], Awaitable[None]]] = []
+        self._drain_hooks: list[Callable[[float], Coroutine[Any, Any, None]]] = []
         self._drain_tasks: set[asyncio.Task[None]] = set()
 
     # -- events ------------------------------------------------------------------------------------------------
-    def on_drain(self, hook: Callable[[float], Awaitable[None]]) -> None:
+    def on_drain(self, hook: Callable[[float], Coroutine[Any, Any, None]]) -> None:
         """Run ``hook(drain_timeout_s)`` when draining starts (the KEDA scaler's GOAWAY)."""
         self._drain_hooks.append(hook)
 
@@ -232,7 +232,8 @@ class GracefulServer(GuardedServer):
 
     async def on_tick(self, counter: int) -> bool:
         if not self.should_exit and self.lifecycle.shutting_down and self.lifecycle.due():
-            self.config.timeout_graceful_shutdown = self.lifecycle.listener_close_timeout_s  # type: ignore[assignment]
+            close_s = self.lifecycle.listener_close_timeout_s
+            self.config.timeout_graceful_shutdown = close_s  # type: ignore[assignment]  # uvicorn says int; asyncio.timeout takes float
             self.should_exit = True
         return await super().on_tick(counter)
 

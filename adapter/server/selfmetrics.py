@@ -31,20 +31,25 @@ ROUTES = ("apis", "discovery", "custom_object", "custom_selector", "custom_names
           "metrics", "explain", "other")
 AUTHENTICATION_RESULTS = ("frontproxy", "x509", "token", "anonymous", "failed")
 AUTHORIZATION_DECISIONS = ("allowed", "denied", "error")
+# The families collect() fills (both have add_metric; their base class Metric does not).
+Family = GaugeMetricFamily | CounterMetricFamily
 
 
 class KubeCacheStats(Protocol):
-    """What the Kubernetes object caches report per resource (e.g. ``pods``)."""
+    """What the Kubernetes object caches report per resource (e.g. ``pods``); read only."""
 
-    objects: int
-    watch_restarts_total: int
+    @property
+    def objects(self) -> int: ...
+    @property
+    def watch_restarts_total(self) -> int: ...
 
 
 KubeStatsSource = Callable[[], Mapping[str, KubeCacheStats]]
 
 
 class SeveralSeriesStats(Protocol):
-    totals: Mapping[tuple[str, str], int]
+    @property
+    def totals(self) -> Mapping[tuple[str, str], int]: ...  # read only
 
 
 class AdapterMetrics:
@@ -174,9 +179,9 @@ class _StateCollector:
         return iter(families.values())
 
     @staticmethod
-    def _families() -> dict[str, Metric]:
+    def _families() -> dict[str, Family]:
         g, c = GaugeMetricFamily, CounterMetricFamily
-        families: list[Metric] = [
+        families: list[Family] = [
             g("gpu_adapter_discovery_last_duration_seconds", "Duration of the last successful series relist."),
             c("gpu_adapter_discovery_failures", "Series relists that failed (the previous catalogue was kept)."),
             g("gpu_adapter_discovery_last_success_timestamp_seconds", "When the last relist succeeded."),
@@ -217,7 +222,7 @@ class _StateCollector:
         ]
         return {f.name: f for f in families}
 
-    def _discovery(self, f: dict[str, Metric]) -> None:
+    def _discovery(self, f: dict[str, Family]) -> None:
         d = self.discovery
         if d is None:
             return
@@ -230,7 +235,7 @@ class _StateCollector:
             f["gpu_adapter_discovery_metrics"].add_metric(["custom"], len(catalogue.custom_metrics()))
             f["gpu_adapter_discovery_metrics"].add_metric(["external"], len(catalogue.external_metrics()))
 
-    def _cache(self, f: dict[str, Metric]) -> None:
+    def _cache(self, f: dict[str, Family]) -> None:
         cache = self.cache
         if cache is None:
             return
@@ -241,7 +246,7 @@ class _StateCollector:
         f["gpu_adapter_query_cache_entries"].add_metric([], len(cache))
         f["gpu_adapter_query_cache_ttl_seconds"].add_metric([], cache.effective_ttl_s)
 
-    def _rules(self, f: dict[str, Metric]) -> None:
+    def _rules(self, f: dict[str, Family]) -> None:
         rules = self.rules
         if rules is None:
             return
@@ -251,7 +256,7 @@ class _StateCollector:
         f["gpu_adapter_rules"].add_metric(["rules"], len(config.rules))
         f["gpu_adapter_rules"].add_metric(["externalRules"], len(config.external_rules))
 
-    def _lifecycle(self, f: dict[str, Metric]) -> None:
+    def _lifecycle(self, f: dict[str, Family]) -> None:
         lc = self.lifecycle
         if lc is None:
             return
@@ -261,7 +266,7 @@ class _StateCollector:
         f["gpu_adapter_shutdown_connection_close"].add_metric([], lc.told_to_close_total)
         f["gpu_adapter_shutdown_rejected_requests"].add_metric([], lc.rejected_total)
 
-    def _serving(self, f: dict[str, Metric]) -> None:
+    def _serving(self, f: dict[str, Family]) -> None:
         serving = self.serving
         if serving is None:
             return
@@ -270,7 +275,7 @@ class _StateCollector:
         f["gpu_adapter_serving_certificate_reloads"].add_metric(["applied"], serving.files.reloads_total)
         f["gpu_adapter_serving_certificate_reloads"].add_metric(["refused"], serving.files.failures_total)
 
-    def _listener(self, f: dict[str, Metric]) -> None:
+    def _listener(self, f: dict[str, Family]) -> None:
         guard, requests = self.listener, self.requests
         if guard is not None:
             waiting = len(guard.room) - guard.handshaking
@@ -283,7 +288,7 @@ class _StateCollector:
             f["gpu_adapter_requests_throttled"].add_metric([], requests.rejected_total)
             f["gpu_adapter_requests_timed_out"].add_metric([], requests.timed_out_total)
 
-    def _kube(self, f: dict[str, Metric]) -> None:
+    def _kube(self, f: dict[str, Family]) -> None:
         if self.kube is None:
             return
         for resource, stats in sorted(self.kube().items()):

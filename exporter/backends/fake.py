@@ -293,6 +293,13 @@ def _instance_values(mig: _MigState) -> dict[str, Value]:
     return values | mig.values
 
 
+def _idle(field: Field) -> Value:
+    """A numeric field's idle value (a label field's is text: ``FakeBackend.label`` answers those)."""
+    if isinstance(field.idle, str):
+        raise TypeError(f"{field.name} is a label field, not a value")
+    return field.idle
+
+
 def read_state_file(path: str, gpu_count: int) -> FakeState:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -332,7 +339,7 @@ class FakeBackend(Backend):
         """Read the state file once; an unusable file at start is an error (FakeStateError)."""
         if self.state_path is not None:
             self._state = read_state_file(self.state_path, self.gpu_count)
-            self._state_stamp = self._stamp()
+            self._state_stamp = self._stamp(self.state_path)
             self._note_xid_events()
 
     def close(self) -> None:
@@ -340,18 +347,19 @@ class FakeBackend(Backend):
 
     def begin_collection(self) -> None:
         """Re-read the state file when it changed; a bad rewrite keeps the last good state and is logged."""
-        if self.state_path is None:
+        path = self.state_path
+        if path is None:
             return
-        stamp = self._stamp()
+        stamp = self._stamp(path)
         if stamp is None or stamp != self._state_stamp:
-            self._reread(stamp)
+            self._reread(path, stamp)
         if self._state.hang:
-            self._state = self._block_while(lambda state: state.hang)
-            self._state_stamp = self._stamp()
+            self._state = self._block_while(path, lambda state: state.hang)
+            self._state_stamp = self._stamp(path)
 
-    def _reread(self, stamp: tuple[int, int] | None) -> None:
+    def _reread(self, path: str, stamp: tuple[int, int] | None) -> None:
         try:
-            self._state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
+            self._state = read_state_file(path, self.gpu_count)
             self._state_stamp = stamp
             self.last_state_error = None
             self._note_xid_events()
@@ -361,18 +369,18 @@ class FakeBackend(Backend):
                 log.warning("keeping the last good fake state: %s", exc)
             self.last_state_error = str(exc)
 
-    def _block_while(self, hung: Callable[[FakeState], bool]) -> FakeState:
+    def _block_while(self, path: str, hung: Callable[[FakeState], bool]) -> FakeState:
         """A driver call that does not return: block until a rewrite of the state file clears the condition."""
         state = self._state
         while hung(state):
             time.sleep(0.05)
             with contextlib.suppress(FakeStateError):
-                state = read_state_file(self.state_path, self.gpu_count)  # type: ignore[arg-type]
+                state = read_state_file(path, self.gpu_count)
         return state
 
     def _unless_hung(self, index: int) -> None:
-        if self._gpu(index).hang:
-            self._block_while(lambda state: (state.gpus.get(index) or _GpuState()).hang)
+        if self.state_path is not None and self._gpu(index).hang:  # only a state file hangs a GPU
+            self._block_while(self.state_path, lambda state: (state.gpus.get(index) or _GpuState()).hang)
     def _note_xid_events(self) -> None:
         """Entries appended to a GPU's ``xid_events`` since the last read are XID events happening now."""
         now = self._clock()
@@ -388,9 +396,9 @@ class FakeBackend(Backend):
         events, self._xid_new = self._xid_new, []
         return events
 
-    def _stamp(self) -> tuple[int, int] | None:
+    def _stamp(self, path: str) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.state_path)  # type: ignore[arg-type]
+            st = os.stat(path)
         except OSError:
             return None
         return (st.st_mtime_ns, st.st_size)
@@ -461,7 +469,7 @@ class FakeBackend(Backend):
             return source[field.name]
 
         def get(name: str) -> Value:
-            return source.get(name, FIELDS_BY_NAME[name].idle)  # type: ignore[return-value]
+            return source[name] if name in source else _idle(FIELDS_BY_NAME[name])
 
         if field.name == "DCGM_FI_DEV_FB_FREE":
             return max(0, int(get("DCGM_FI_DEV_FB_TOTAL") - get("DCGM_FI_DEV_FB_USED")
@@ -476,7 +484,7 @@ class FakeBackend(Backend):
         if field.name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
             power = gpu_values.get("DCGM_FI_DEV_POWER_USAGE", FIELDS_BY_NAME["DCGM_FI_DEV_POWER_USAGE"].idle)
             return self._energy(index, float(power))
-        return field.idle  # type: ignore[return-value]
+        return _idle(field)
 
     def _energy(self, index: int, power_w: float) -> int:
         now = self._clock()

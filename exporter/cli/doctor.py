@@ -90,7 +90,7 @@ class _Ours:
 def query_nvidia_smi(exe: str, properties: Sequence[str], timeout: float = 30.0) -> tuple[list[dict[str, str]],
                                                                                            list[str]]:
     """Rows of ``{property: cell}``, and the properties this nvidia-smi does not know (dropped and retried)."""
-    wanted, lacking = list(properties), []
+    wanted, lacking = list(properties), list[str]()
     while True:
         try:
             done = subprocess.run([exe, f"--query-gpu={','.join(wanted)}", "--format=csv,noheader,nounits"],

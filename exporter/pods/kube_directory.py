@@ -210,13 +210,13 @@ class ApiPodSource:
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
-        self._selector = {"field_selector": f"spec.nodeName={node_name}"} if node_name else {}
+        self._field_selector = f"spec.nodeName={node_name}" if node_name else None
         self._timeout_s = timeout_s
         self._watch_timeout_s = watch_timeout_s
         self._watch: Any = None
 
     def list(self) -> Mapping[str, Any]:
-        response = self._core.list_pod_for_all_namespaces(**self._selector, _preload_content=False,
+        response = self._core.list_pod_for_all_namespaces(field_selector=self._field_selector, _preload_content=False,
                                                           _request_timeout=self._timeout_s)
         return json.loads(response.data)
 
@@ -232,7 +232,8 @@ class ApiPodSource:
         try:
             # timeout_seconds: the server ends the watch cleanly; the read timeout catches a silently dead peer.
             yield from self._watch.stream(
-                self._core.list_pod_for_all_namespaces, **self._selector, resource_version=resource_version,
+                self._core.list_pod_for_all_namespaces, field_selector=self._field_selector,
+                resource_version=resource_version,
                 allow_watch_bookmarks=True, timeout_seconds=self._watch_timeout_s,
                 _request_timeout=(self._timeout_s, self._watch_timeout_s + 30))
         except ApiException as exc:

@@ -151,8 +151,10 @@ class Collector:
         self._counters_wanted = tuple(counters)
 
     def _use_counters(self, counters: tuple[Counter, ...]) -> None:
-        self._metrics = [c for c in counters if not c.is_label and c.field is not None]
-        self._label_fields = sorted((c for c in counters if c.is_label and c.field is not None), key=lambda c: c.name)
+        # The counters read from a field-table row, each with that row.
+        self._metrics = [(c, c.field) for c in counters if not c.is_label and c.field is not None]
+        self._label_fields = sorted(((c, c.field) for c in counters if c.is_label and c.field is not None),
+                                    key=lambda pair: pair[0].name)
         self._never = [c for c in counters if c.unsupported]  # warned about at load; field_supported 0
         windowed = {c.name: c for c in counters if c.windowed}
         self._xid_count = windowed.get(XID_ERRORS_COUNT)
@@ -253,7 +255,7 @@ class Collector:
         if wanted is not self._counters_active:
             self._use_counters(wanted)
         read_at = time.monotonic()
-        families = [Family(c.name, c.kind, c.help) for c in self._metrics]
+        families = [Family(c.name, c.kind, c.help) for c, _ in self._metrics]
         self.collections_total += 1
         try:
             self._calls.begin_collection()
@@ -420,7 +422,7 @@ class Collector:
             pod_labels = _pod_label_pairs(pods.get(entity.key), base)
             for i, value in rows:
                 extra: Labels = ()
-                if self._metrics[i].field.name == XID_FIELD:  # type: ignore[union-attr]
+                if self._metrics[i][1].name == XID_FIELD:
                     extra = (("err_code", str(int(value))), ("err_msg", xid_message(int(value))))
                 labels = base + extra + pod_labels
                 families[i].add(rename_labels(labels, OLD_NAMESPACE_LABELS) if self.options.old_namespace else labels,
@@ -433,12 +435,12 @@ class Collector:
 
     def _read_entity(self, entity: GpuEntity) -> list[tuple[int, float | int]]:
         rows: list[tuple[int, float | int]] = []
-        for i, counter in enumerate(self._metrics):
+        for i, (counter, field) in enumerate(self._metrics):
             key = (entity.key, counter.name)
             if key in self._unsupported:
                 continue
             try:
-                rows.append((i, self._calls.read(entity, counter.field)))  # type: ignore[arg-type]
+                rows.append((i, self._calls.read(entity, field)))
             except FieldNotSupported as exc:
                 self._unsupported.add(key)
                 log.info("%s not supported on %s: %s (omitted from now on)", counter.name, _where(entity), exc)
@@ -460,9 +462,9 @@ class Collector:
         ]
         if opts.hostname_label:
             pairs.append((opts.hostname_label, opts.hostname))
-        for counter in self._label_fields:
+        for counter, field in self._label_fields:
             try:
-                pairs.append((counter.name, self._calls.label(entity, counter.field)))  # type: ignore[arg-type]
+                pairs.append((counter.name, self._calls.label(entity, field)))
             except FieldNotSupported:
                 self._unsupported.add((entity.key, counter.name))
             except FieldUnavailable:
@@ -497,14 +499,14 @@ class Collector:
         for entity in self._entities if self.backend_up else []:
             where = labels_of([("gpu", str(entity.gpu)),
                                ("GPU_I_ID", None if entity.gpu_instance_id is None else str(entity.gpu_instance_id))])
-            for counter in (*self._metrics, *self._label_fields):
+            for counter, _ in (*self._metrics, *self._label_fields):
                 ok = (entity.key, counter.name) not in self._unsupported
                 supported.add((*where, ("field", counter.name)), int(ok))
             for counter in self._never:
                 supported.add((*where, ("field", counter.name)), 0)
-            for counter in (self._xid_count, self._clock_count):
-                if counter is not None:
-                    supported.add((*where, ("field", counter.name)), 1)
+            for windowed in (self._xid_count, self._clock_count):
+                if windowed is not None:
+                    supported.add((*where, ("field", windowed.name)), 1)
         fams.extend(self._pod_self_metrics())
         if self._shared is not None:
             fams.extend(self_metric_families(self._shared))

@@ -51,8 +51,9 @@ def counters_from_configmap(fetch: Callable[[str, str], dict[str, Any]], namespa
     try:
         configmap = fetch(namespace, name)
     except Exception as exc:  # ApiException, urllib3 and OSError variants, missing credentials
-        reason = getattr(exc, "reason", None) if getattr(exc, "status", None) else None
-        detail = f"HTTP {exc.status} {reason}" if reason else " ".join(str(exc).split()) or type(exc).__name__
+        status = getattr(exc, "status", None)
+        reason = getattr(exc, "reason", None) if status else None
+        detail = f"HTTP {status} {reason}" if reason else " ".join(str(exc).split()) or type(exc).__name__
         raise ConfigMapUnavailable(f"could not retrieve ConfigMap '{namespace}:{name}': {detail}") from None
     data = configmap.get("data") or {}
     source = f"ConfigMap {namespace}/{name} key {CONFIGMAP_KEY}"

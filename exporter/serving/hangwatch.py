@@ -58,11 +58,12 @@ class HangWatch:
         return mine is not None and mine != self.generation
 
     def in_flight(self, thread: threading.Thread | None) -> InFlight | None:
-        found = None if thread is None or thread.ident is None else self._in_flight.get(thread.ident)
-        if found is None:
+        ident = None if thread is None else thread.ident
+        found = None if ident is None else self._in_flight.get(ident)
+        if ident is None or found is None:
             return None
         gpu, kind, name, since = found
-        return InFlight(gpu, f"{kind} {name}".strip(), since, thread.ident)  # type: ignore[union-attr, arg-type]
+        return InFlight(gpu, f"{kind} {name}".strip(), since, ident)
 
     def abandon(self, stuck: InFlight) -> int:
         """Mark ``stuck.gpu`` hung and start a new generation; returns it for the replacement worker."""

@@ -262,8 +262,8 @@ def _tls_context(tls: dict[str, Any], base: Path, where: str) -> ssl.SSLContext:
             raise WebConfigError(f"{where}.{key}: unknown TLS version {name!r} (expected {', '.join(_VERSIONS)})")
         setattr(ctx, attribute, _VERSIONS[name])
     cert = _file(base, tls["cert_file"], f"{where}.cert_file") if tls.get("cert_file") else None
-    key = _file(base, tls["key_file"], f"{where}.key_file") if tls.get("key_file") else None
-    cert_path, key_path, temporary = _inline_pair(cert, key, tls)
+    key_file = _file(base, tls["key_file"], f"{where}.key_file") if tls.get("key_file") else None
+    cert_path, key_path, temporary = _inline_pair(cert, key_file, tls)
     try:
         ctx.load_cert_chain(cert_path, key_path)
     except (OSError, ssl.SSLError) as exc:

@@ -108,7 +108,8 @@ class HpaLoop:
                 readings[metric.key] = version
                 continue
             try:
-                readings[metric.key] = await self._read_one(metric, version or "")
+                # An External metric is read even when discovery failed: it needs no custom metrics API version.
+                readings[metric.key] = await self._read_one(metric, version if isinstance(version, str) else "")
             except MetricsApiError as exc:
                 readings[metric.key] = FetchError(str(exc))
         return readings

@@ -118,7 +118,7 @@ def _propose(metric: MetricSpec, reading: Reading | None, observed: Observations
     return _average_value_proposal(metric, usage, observed.status, tol)
 
 
-_R = TypeVar("_R", PodValues, ObjectValue, ExternalValues)
+_R = TypeVar("_R", PodValues, ObjectValue, ExternalValues, ResourceUsage)
 
 
 def _expect(reading: Reading, kind: type[_R], metric: MetricSpec) -> _R:

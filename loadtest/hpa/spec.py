@@ -132,11 +132,11 @@ class MetricSpec:
     def resource(cls, name: str, *, average_utilization: int | None = None,
                  average_value: QuantityLike | None = None, key: str = "") -> MetricSpec:
         """``{type: Resource, resource: {name, target: {averageUtilization | averageValue}}}``."""
-        if (average_utilization is None) == (average_value is None):
-            raise ValueError(f"metric {name!r}: give exactly one of average_utilization and average_value")
-        if average_utilization is not None:
+        if average_utilization is not None and average_value is None:
             return cls(MetricType.RESOURCE, name, TargetType.UTILIZATION, average_utilization, key=key)
-        return cls(MetricType.RESOURCE, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)  # type: ignore[arg-type]
+        if average_value is not None and average_utilization is None:
+            return cls(MetricType.RESOURCE, name, TargetType.AVERAGE_VALUE, milli(average_value), key=key)
+        raise ValueError(f"metric {name!r}: give exactly one of average_utilization and average_value")
 
     @classmethod
     def object(

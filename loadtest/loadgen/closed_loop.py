@@ -32,6 +32,7 @@ import math
 import random
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -96,7 +97,8 @@ class _UserClient:
         jar = CookieJar() if scenario.store_cookie else CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
         self.cache = HttpCache() if scenario.store_cache else None
         self._lookup: list[tuple[str, str]] = []  # the headers of the request on its way (one at a time)
-        hooks = {"request": [self._validators], "response": [self._save]} if self.cache is not None else {}
+        hooks: dict[str, list[Callable[..., Any]]] = (
+            {"request": [self._validators], "response": [self._save]} if self.cache is not None else {})
         self.client = httpx.AsyncClient(verify=tls, cookies=jar, trust_env=False, event_hooks=hooks)
         for name in self.NOT_SENT_BY_JMETER:
             del self.client.headers[name]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from loadtest.clock import REAL_TIME, DemoClock
 from loadtest.hpa.record import SyncRecord
@@ -73,7 +73,7 @@ def plot_timeline(
         users.step(xs, ys, where="post", color="tab:purple", linewidth=1.5, label="virtual users")
         users.set_ylabel("virtual users")
         users.set_ylim(bottom=0)
-        users.yaxis.get_major_locator().set_params(integer=True)
+        _integer_ticks(users)
         users.legend(loc="upper right", fontsize=8)
 
     for name, label, color in (("p50_ms", "p50", "tab:blue"), ("p95_ms", "p95", "tab:orange")):
@@ -101,7 +101,7 @@ def plot_timeline(
             replicas.annotate(f"{s.current}\u2192{s.desired}", (s.t, s.desired), textcoords="offset points",
                               xytext=(3, 4), fontsize=8)
     replicas.set_ylabel("replicas")
-    replicas.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(replicas)
     replicas.set_ylim(bottom=0)
     if with_nodes:
         _nodes_panel(panels[4], rows)
@@ -118,6 +118,13 @@ def _time_axis(axis: Axes, clock: DemoClock) -> None:
     axis.set_xlabel(f"real-time seconds since the load started (the demo ran {clock.time_scale:g}x faster)")
 
 
+def _integer_ticks(axis: Axes) -> None:
+    """Whole-number ticks on the y axis (counts: users, replicas, nodes, GPUs)."""
+    locator = axis.yaxis.get_major_locator()
+    if isinstance(locator, MaxNLocator):  # matplotlib's default, AutoLocator, is one
+        locator.set_params(integer=True)
+
+
 def _nodes_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
     """GPUs of the nodes that exist (launching ones too), GPUs allocatable, pods waiting for one, placeholders."""
     for name, label, color, width in (("node_gpus", "GPUs of the nodes (launching ones too)", "tab:grey", 1.0),
@@ -128,7 +135,7 @@ def _nodes_panel(panel: Axes, rows: Sequence[TimelineRow]) -> None:
         if xs:
             panel.step(xs, ys, where="post", color=color, linewidth=width, label=label)
     panel.set_ylabel("GPU nodes")
-    panel.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(panel)
     panel.set_ylim(bottom=0)
 
 
@@ -252,7 +259,7 @@ def plot_comparison(
     latency.set_ylabel("p95 latency (ms)")
     replicas.set_ylabel("replicas (ready; dashed: desired)")
     replicas.set_xlabel("seconds since the load started (dots: HPA decisions)")
-    replicas.yaxis.get_major_locator().set_params(integer=True)
+    _integer_ticks(replicas)
     replicas.set_ylim(bottom=0)
     _finish(fig, (rate, failed, latency, replicas), path, load_step_at, load_drop_at)
 
@@ -284,7 +291,7 @@ def plot_capacity_comparison(
     pending.set_ylabel("replicas waiting\nfor a GPU")
     gpus.set_ylabel("GPUs of the nodes\n(dotted: placeholders)")
     for axis in (replicas, pending, gpus):
-        axis.yaxis.get_major_locator().set_params(integer=True)
+        _integer_ticks(axis)
         axis.set_ylim(bottom=0)
     _time_axis(gpus, clock)
     _finish(fig, (rate, replicas, pending, gpus), path, None, None)

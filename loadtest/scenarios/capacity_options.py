@@ -11,7 +11,7 @@ from loadtest.clock import DemoClock
 from loadtest.loadgen.profile import Profile, ProfileError, parse_duration, parse_profile
 from loadtest.nodes import InstanceTypeError, NodeTimings, ShapeError, load_node_groups, load_nodepool
 from loadtest.nodes.layer import PAUSE_IMAGE, WORKLOAD_IMAGE, NodeLayerConfig, NodesKind
-from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL
+from loadtest.nodes.shapes import EKSCTL_NODE_GROUPS, KARPENTER_NODEPOOL, NodeGroup, NodePool
 
 __all__ = [
     "AUTO_MAX",
@@ -123,11 +123,13 @@ def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float,
     least, count, auto = parse_headroom(headroom) if headroom is not None else (0, 0, False)
     if headroom_signal not in HEADROOM_SIGNALS:
         raise CapacityOptionError(f"--headroom-signal {headroom_signal!r}: expected {' or '.join(HEADROOM_SIGNALS)}")
+    pool: NodePool | None = None
+    groups: tuple[NodeGroup, ...] = ()
     try:
         if kind is NodesKind.KARPENTER:
-            shape: dict[str, object] = {"pool": load_nodepool(nodepool or KARPENTER_NODEPOOL)}
+            pool = load_nodepool(nodepool or KARPENTER_NODEPOOL)
         else:
-            shape = {"groups": load_node_groups(node_groups or EKSCTL_NODE_GROUPS)}
+            groups = load_node_groups(node_groups or EKSCTL_NODE_GROUPS)
     except (ShapeError, InstanceTypeError) as exc:
         raise CapacityOptionError(str(exc)) from None
     provisioning = _duration(provisioning_time, "--provisioning-time")
@@ -136,9 +138,8 @@ def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float,
     scale_up = _duration(headroom_scale_up_window, "--headroom-scale-up-window")
     config = NodeLayerConfig(kind, DemoClock(time_scale), parse_timings(timings), headroom=count, headroom_auto=auto,
                              placeholder_image=PLACEHOLDER_IMAGES[placeholder_image], provisioning_s=provisioning,
-                             headroom_min=least, headroom_signal=headroom_signal,
-                             **({} if scale_up is None else {"headroom_scale_up_s": scale_up}),
-                             **shape)  # type: ignore[arg-type]
+                             headroom_min=least, headroom_signal=headroom_signal, pool=pool, groups=groups,
+                             headroom_scale_up_s=NodeLayerConfig.headroom_scale_up_s if scale_up is None else scale_up)
     try:
         config.check(replicas)
     except ValueError as exc:

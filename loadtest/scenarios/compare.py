@@ -260,10 +260,9 @@ def capacity_figures(rows: Sequence[CapacityRow]) -> list[str]:
     behind = _gain_lines(none, static, auto, lambda r: r.behind_demand_s, "time behind demand")
     if any(r.behind_demand_s[:1] != r.time_to_capacity_s[:1] for r in rows if r.behind_demand_s):
         lines += behind
-    costs = [None if r is None else r.gpu_node_seconds for r in (none, static, auto)]
-    if None not in costs:
-        base_cost, static_cost, auto_cost = costs
-        extra_static, extra_auto = static_cost - base_cost, auto_cost - base_cost  # type: ignore[operator]
+    base_cost, static_cost, auto_cost = (None if r is None else r.gpu_node_seconds for r in (none, static, auto))
+    if base_cost is not None and static_cost is not None and auto_cost is not None:
+        extra_static, extra_auto = static_cost - base_cost, auto_cost - base_cost
         if extra_static > 0:
             lines.append(f"auto headroom's extra GPU-node-seconds were {100 * extra_auto / extra_static:.0f} % of "
                          f"static headroom's ({extra_auto:.0f} vs {extra_static:.0f}; goal: <= 50 %)")

@@ -59,14 +59,14 @@ from loadtest.nodes.layer import NodeLayer, owners
 from loadtest.scenarios.demo_settings import DemoSettings
 from loadtest.scenarios.describe import describe_capacity, describe_gateway_hpa, describe_hpa
 from loadtest.scenarios.outputs import Outputs, RunResult, cancelled, write_outputs
-from loadtest.standins.deployment import DeploymentConfig, LocalDeployment, Replica
+from loadtest.standins.deployment import DeploymentConfig, DeploymentError, LocalDeployment, Replica
 from loadtest.standins.gateway import QUEUE_METRIC as GATEWAY_QUEUE
 from loadtest.standins.gateway import RUNNING_METRIC as GATEWAY_RUNNING
 from loadtest.standins.gateway import Endpoint, Gateway, GatewayConfig
 from loadtest.standins.kube_state import KubeStateMetrics
 from loadtest.standins.kubelet import PodResourcesServer
 from loadtest.standins.processes import ChildProcesses
-from loadtest.standins.stack import MetricsStack, StackConfig
+from loadtest.standins.stack import MetricsStack, StackConfig, StackError
 
 __all__ = ["DemoError", "capacity_figures", "cold_start_figures", "plot_title", "run_demo"]
 
@@ -148,8 +148,8 @@ class _Demo:
                 kube_state = f"127.0.0.1:{self.kube_state.start()}"
                 # The windows on the compressed clock; the noise margin counts over the real rate window (the
                 # load draws real-time counts: LoadGenerator(clock=...)).
-                extra_rules = capacity_yaml(*(s.clock.demo_promql_duration(d)
-                                              for d in (WINDOW, STEP, RATE_WINDOW)), count_window=RATE_WINDOW)
+                window, step, rate_window = (s.clock.demo_promql_duration(d) for d in (WINDOW, STEP, RATE_WINDOW))
+                extra_rules = capacity_yaml(window, step, rate_window, count_window=RATE_WINDOW)
                 recording = recording_rules([])
         self.stack = MetricsStack(StackConfig(
             gpu_count=s.max_replicas, gpu_state=self.workdir / "gpu-state.json",
@@ -360,8 +360,8 @@ async def run_demo(settings: DemoSettings, outputs: Outputs, progress: Progress)
             interrupted = await cancelled(demo.run())
     except Exception as exc:  # reported with a partial summary; the cleanup below must run in any case
         error = f"{type(exc).__name__}: {exc}"
-        if getattr(exc, "log_tail", ""):
-            tails["failing process"] = exc.log_tail  # type: ignore[attr-defined]
+        if isinstance(exc, (DeploymentError, StackError)) and exc.log_tail:  # a child process failed
+            tails["failing process"] = exc.log_tail
     finally:
         stopped = await demo.cleanup()
         tails = {**stopped, **{k: v for k, v in tails.items() if v not in stopped.values()}}

@@ -39,6 +39,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -273,7 +274,8 @@ class Gateway:
         gone = asyncio.ensure_future(reader.read(1))  # b"": the client closed its side
         try:
             remaining = item.arrived + self.config.timeout_s - loop.time()
-            await asyncio.wait({item.picked, gone}, timeout=max(remaining, 0.0), return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {item.picked, gone}
+            await asyncio.wait(either, timeout=max(remaining, 0.0), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not gone.done():
                 gone.cancel()
@@ -376,9 +378,9 @@ class _EppMetrics(Collector):
         yield ready
         if g.averages is not None:
             running, waiting = g.averages
-            for name, help_text, value in (
+            for name, help_text, mean in (
                     (RUNNING_METRIC, "Mean running requests per endpoint in the pool.", running),
                     ("llm_d_epp_average_queue_size", "Mean model-server queue length in the pool.", waiting)):
                 family = GaugeMetricFamily(name, help_text, labels=["name"])
-                family.add_metric(pool, value)
+                family.add_metric(pool, mean)
                 yield family

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -96,8 +97,8 @@ class MetricsStack:
             rule_files[0].write_text(yaml.safe_dump({"groups": [{"name": "demo", "rules": list(cfg.recording_rules)}]}))
         # The replicas, as a PodMonitor would scrape them: their series get the target's namespace/pod labels.
         every = {"scrape_interval": f"{cfg.scrape_interval_s:g}s", "scrape_timeout": f"{cfg.scrape_interval_s:g}s"}
-        jobs = [{"job_name": "inference", **every,
-                 "file_sd_configs": [{"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}]
+        jobs: list[dict[str, Any]] = [{"job_name": "inference", **every, "file_sd_configs": [
+            {"files": [str(cfg.inference_targets)], "refresh_interval": "1s"}]}]
         if cfg.gateway is not None:  # as a ServiceMonitor on the endpoint picker would: its namespace and pod
             address, labels = cfg.gateway
             jobs.append({"job_name": "gateway", **every,
