@@ -166,7 +166,6 @@ def print_report(console: Console, report: Any, o: Options) -> None:
     lines = surge_lines(capacity["surges"], label="scale-up", not_reached="not reached by the window's end",
                         behind_words="after the HPA asked for them all")
     lines += _replica_lines(report)
-    lines += _quantile_lines(report.quantiles())
     provisioning = report.provisioning()
     if provisioning["p90_s"] is not None:
         lines.append(("headroom", f"p90 time to Ready of the {provisioning['replicas']} replicas that waited for a "
@@ -181,6 +180,8 @@ def print_report(console: Console, report: Any, o: Options) -> None:
         console.print()
         for key, value in lines:
             console.print(f"  {key:<{width}}  {value}", markup=False, soft_wrap=True)
+    if report.replicas or report.scale_ups:
+        console.print("\n" + quantile_table(report.quantiles()), markup=False, soft_wrap=True)
 
 
 def _iso(t: float) -> str:
@@ -190,7 +191,7 @@ def _iso(t: float) -> str:
 
 
 def _seconds_text(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:g} s"
+    return "unknown" if value is None else f"{round(value, 1):g} s"
 
 
 def _replica_lines(report: Any) -> list[tuple[str, str]]:
@@ -221,14 +222,22 @@ def _replica_lines(report: Any) -> list[tuple[str, str]]:
     return lines
 
 
-def _quantile_lines(figures: dict[str, dict[str, dict[str, Any]]]) -> list[tuple[str, str]]:
-    lines = []
-    for group, title in (("scale_ups", "scale-ups"), ("replicas", "replicas"),
-                         ("replicas_new_node", "replicas on a new node")):
-        for phase, q in figures[group].items():
-            if q["count"] or q["unknown"]:
-                unknown = f", {q['unknown']} unknown" if q["unknown"] else ""
-                lines.append((f"{title}: {phase.replace('_', ' ')}",
-                              f"p50 {_seconds_text(q['p50'])}, p90 {_seconds_text(q['p90'])}, max "
-                              f"{_seconds_text(q['max'])} (of {q['count']}{unknown})"))
-    return lines
+def _quantile_cell(q: dict[str, Any] | None) -> str:
+    if q is None or not (q["count"] or q["unknown"]):
+        return "-"
+    unknown = f", {q['unknown']} unknown" if q["unknown"] else ""
+    if not q["count"]:
+        return f"unknown ({q['unknown']})"
+    return f"{q['p50']:g} / {q['p90']:g} / {q['max']:g} s ({q['count']}{unknown})"
+
+
+def quantile_table(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """p50 / p90 / max per phase (how many known, how many unknown): the scale-ups, every new replica, and those
+    that waited for a new node."""
+    from loadtest.scenarios.compare import markdown_table
+
+    phases = list(dict.fromkeys([*figures["scale_ups"], *figures["replicas"]]))
+    cells = [[p.removesuffix("_s").replace("_", " "), *(_quantile_cell(figures[g].get(p))
+                                                         for g in ("scale_ups", "replicas", "replicas_new_node"))]
+             for p in phases]
+    return markdown_table(("phase", "scale-ups: p50 / p90 / max", "replicas", "replicas on a new node"), cells)

@@ -69,10 +69,11 @@ def format_table(rows: Sequence[ComparisonRow]) -> str:
     cells = [[r.scale_on, _cell(r.first_scale_up_s, " s"),
               f"{_cell(r.scale_ups_to_needed)} (to {_cell(r.needed_replicas)})", _cell(r.peak_replicas),
               f"{r.failed} of {r.sent}", _cell(r.hold_p95_ms, " ms")] for r in rows]
-    return _markdown(COLUMNS, cells)
+    return markdown_table(COLUMNS, cells)
 
 
-def _markdown(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+def markdown_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    """A Markdown table, its columns padded so it reads as plain text too."""
     widths = [max(len(c) for c in column) for column in zip(columns, *cells, strict=True)]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
              for row in (columns, *cells)]
@@ -117,7 +118,7 @@ def format_zero_table(rows: Sequence[ZeroRow]) -> str:
               str(r.cold_requests),
               "-" if not r.cold_requests else f"{_cell(r.cold_wait_p50_s, ' s')} / {_cell(r.cold_wait_max_s, ' s')}",
               ", ".join(f"{w:g} s" for w in r.first_waits_s) or "-", f"{r.failed} of {r.sent}"] for r in rows]
-    return _markdown(ZERO_COLUMNS, cells)
+    return markdown_table(ZERO_COLUMNS, cells)
 
 
 def saving(rows: Sequence[ZeroRow]) -> str | None:
@@ -263,7 +264,7 @@ def format_capacity_table(rows: Sequence[CapacityRow]) -> str:
                       "unknown" if r.failed is None else f"{r.failed} of {r.sent}",
                       known(r.gpu_node_seconds, "gpu_node_seconds"),
                       known(r.pending_pod_seconds, "pending_pod_seconds")])
-    return _markdown(CAPACITY_COLUMNS, cells)
+    return markdown_table(CAPACITY_COLUMNS, cells)
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,10 @@ class FakeKube:
     aggregated: dict[str, str] = field(default_factory=dict)
     # (method, path) -> None to serve the request, or the message of a 403 Forbidden Status (RBAC denying the caller)
     forbid: Callable[[str, str], str | None] = field(default=lambda method, path: None)
+    # RBAC the caller lacks, as (verb, group, resource): answered with the 403 Status kube-apiserver writes
+    # (``deny``); ``user`` is the name its message gives the caller
+    denied: set[tuple[str, str, str]] = field(default_factory=set)
+    user: str = "system:serviceaccount:ml:capacity-report"
 
     def __post_init__(self) -> None:
         self.token_reviews: list[Obj] = []
@@ -492,6 +496,34 @@ class FakeKube:
             return copy.deepcopy(found) if found else None
 
     # -- test controls -----------------------------------------------------------------------------------------
+    def deny(self, verb: str, resource: str, group: str = "") -> None:
+        """RBAC does not grant the caller ``verb`` on ``resource`` of ``group``: such requests get kube-apiserver's
+        403 (``k8s.io/apiserver`` ``pkg/endpoints/handlers/responsewriters/errors.go``)."""
+        self.denied.add((verb, group, resource))
+
+    def _rbac(self, method: str, path: str, query: dict[str, str]) -> tuple[str, Obj] | None:
+        from adapter.auth.attributes import ResourceAttributes, forbidden_message
+        from adapter.auth.identity import User
+
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[0] == "apis" and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            return None
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        name = rest[1] if len(rest) > 1 else ""
+        verb = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        if verb == "get" and not name:
+            verb = "watch" if query.get("watch") in ("true", "1") else "list"
+        if (verb, group, rest[0]) not in self.denied:
+            return None
+        attrs = ResourceAttributes(verb, group, version, rest[0], namespace, "", name)
+        return forbidden_message(User(self.user), attrs)
+
     def compact(self) -> None:
         """Compact history up to now: a new watch from an older resourceVersion, or an old continue token, gets
         410 Expired. Watches already open keep receiving every event, as from a real API server's watch cache."""
@@ -559,6 +591,10 @@ class FakeKube:
         denied = self.forbid(method, path)
         if denied is not None:
             h.send_status(403, "Forbidden", denied)
+            return
+        refused = self._rbac(method, path, query)
+        if refused is not None:
+            h.send_status(403, "Forbidden", *refused)
             return
         delegate = next((base for group, base in self.aggregated.items()
                          if path == f"/apis/{group}" or path.startswith(f"/apis/{group}/")), None)

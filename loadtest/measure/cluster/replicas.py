@@ -288,14 +288,17 @@ def _replica(pod: Pod, cluster: _Cluster, events_only: bool = False) -> Replica:
     new_node = None if registered is None else registered > pod.created
     marks: dict[str, float | None] = dict.fromkeys(MARKS)
     marks.update(created=pod.created, scheduled=scheduled, started=started, ready=pod.ready)
-    if claim is not None:
+    if new_node is False:
+        pass  # the node was there before the pod: its own marks are no part of this replica's way
+    elif claim is not None:
         marks.update(autoscaler=claim.created, launched=claim.launched, registered=claim.registered,
                      gpus=claim.initialized)
     elif triggered:
         marks.update(autoscaler=triggered[0].first, registered=None if node is None else node.created)
     elif node is not None:
         marks.update(registered=node.created)
-    if node is not None and node.ready is not None and (scheduled is None or node.ready <= scheduled):
+    if new_node is not False and node is not None and node.ready is not None and \
+            (scheduled is None or node.ready <= scheduled):
         marks["node_ready"] = node.ready  # a later transition is not the first Ready
     pull_s, cached = _pulls([e for e in about if e.reason == "Pulled"])
     preemption = cluster.preemption_by(pod)

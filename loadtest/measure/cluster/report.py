@@ -131,8 +131,8 @@ def _hpa_of(records: Records, workload: Workload) -> str | None:
                  and h.target_name == workload.deployment), None)
 
 
-def _autoscaler(records: Records, pods: set[str]) -> str | None:
-    if records.karpenter:
+def _autoscaler(records: Records, pods: set[str], every: Sequence[Replica]) -> str | None:
+    if records.karpenter or any(r.autoscaler == "karpenter" for r in every):
         return "karpenter"
     return "cluster-autoscaler" if launches(records, pods) is not None else None
 
@@ -170,7 +170,7 @@ def build_report(records: Records, workload: Workload, start: float, end: float,
     in_window = [d for d in found if start <= d.t <= end]
     ups = scale_ups(in_window, every, records, t0=start, until=end, rounds_within=rounds_within)
     pods = {r.pod for r in every} | {p.name for p in records.pods if is_placeholder(p)}
-    autoscaler = _autoscaler(records, pods)
+    autoscaler = _autoscaler(records, pods, every)
     placeholders = [p for p in records.pods if is_placeholder(p) and p.namespace == workload.namespace]
     rows = timeline(every, placeholders, records.nodes, found, start, end)
     syncs = [SyncRecord(d.t - start, d.before if d.before is not None else d.size, d.size, reason=d.reason)

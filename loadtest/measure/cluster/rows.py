@@ -50,7 +50,8 @@ def timeline(replicas: Sequence[Replica], placeholders: Sequence[Pod], nodes: Se
     used = {r.node for r in replicas if r.node} | {p.node for p in placeholders if p.node}
     gpu_nodes = [n for n in nodes if n.name in used and n.gpus > 0]
     node_count = _Count([(n.created, n.deleted) for n in gpu_nodes])
-    gpus = sorted(((n.created, n.gpus), *(((n.deleted, -n.gpus),) if n.deleted is not None else ())) for n in gpu_nodes)
+    gpus = sorted([(n.created, n.gpus) for n in gpu_nodes] +
+                  [(n.deleted, -n.gpus) for n in gpu_nodes if n.deleted is not None])
     desired_before = found[0].before if found else None
     sizes = [d.t for d in found]
     rows, gpu_seconds, live_gpus, k = [], 0.0, 0, 0
@@ -58,10 +59,9 @@ def timeline(replicas: Sequence[Replica], placeholders: Sequence[Pod], nodes: Se
         live_gpus, k = live_gpus + gpus[k][1], k + 1
     for second in range(max(0, math.ceil(t1 - t0))):
         at = t0 + second + 1
-        while k < len(gpus) and gpus[k][0] <= at:
-            gpu_seconds += live_gpus * (gpus[k][0] - max(t0, at - 1))  # the part of the second before the change
+        while k < len(gpus) and gpus[k][0] <= at:  # a change within the second counts from when it came
+            gpu_seconds += (live_gpus - (live_gpus + gpus[k][1])) * (gpus[k][0] - (at - 1))
             live_gpus += gpus[k][1]
-            gpu_seconds -= live_gpus * (gpus[k][0] - max(t0, at - 1))
             k += 1
         gpu_seconds += live_gpus
         i = bisect_right(sizes, at)
