@@ -5,6 +5,7 @@ suggests."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -70,41 +71,55 @@ def _until(text: str | None) -> float | None:
 def capacity(o: Options) -> None:
     """Time to capacity of a workload's scale-ups on a live cluster, from its own records (read-only): when the HPA
     decided, each new replica's wait for a node, image and model, p50/p90/max per phase."""
-    from loadtest.hpa.watch import api_client
-    from loadtest.measure.cluster.reader import ClusterReader
-    from loadtest.scenarios.capacity_report import report_from_cluster, report_from_journal, write_report
+    from loadtest.scenarios.capacity_report import report_from_journal, write_report
 
     if o.plot is not None:
         require_extra("--plot", "loadtest", "matplotlib")
-    source = o.journal
-    if source is not None and (o.watch is not None or o.kubeconfig or o.context):
+    if o.journal is not None and (o.watch is not None or o.kubeconfig or o.context):
         raise UsageError("--journal reads a journal: not with --watch, --kubeconfig or --context")
     if o.watch_for is not None and o.watch is None:
         raise UsageError("--watch-for goes with --watch")
+    if o.journal is None and not o.deployment:
+        raise UsageError("--deployment: name the workload's Deployment")
+    window = _window(o)
     watch_for = None if o.watch_for is None else _seconds(o.watch_for, "--watch-for")
     prepare_outputs(o.json, o.csv, o.plot, o.watch)
-    if source is not None:
-        workload = _journal_workload(source, o)
-        options = _options(o, workload)
-        report = report_from_journal(source, options)
+    if o.journal is not None:
+        report = report_from_journal(o.journal, _options(_journal_workload(o.journal, o), *window))
     else:
-        api = api_client(o.kubeconfig, o.context)
-        namespace = o.namespace or _context_namespace(o.kubeconfig, o.context)
-        if not o.deployment:
-            raise UsageError("--deployment: name the workload's Deployment")
-        options = _options(o, _workload(namespace, o.deployment, o.hpa))
-        console = Console(stderr=True, highlight=False)
-        stop = threading.Event()
-        try:
-            report = report_from_cluster(ClusterReader(api, namespace, o.deployment), options, watch=o.watch,
-                                         watch_for_s=watch_for, stop=stop,
-                                         on_watch=lambda line: console.print(line, markup=False))
-        except KeyboardInterrupt:
-            raise UsageError("interrupted before the cluster was read") from None
-        finally:
-            api.close()
+        report = _from_cluster(o, window, watch_for)
     write_report(report, json_path=o.json, csv_path=o.csv, plot_path=o.plot)
     print_report(Console(highlight=False), report, o)
+
+
+def _from_cluster(o: Options, window: tuple[float, float | None, float], watch_for: float | None) -> Any:
+    from loadtest.hpa.watch import api_client
+    from loadtest.measure.cluster.reader import ClusterReader
+    from loadtest.scenarios.capacity_report import report_from_cluster
+
+    api = api_client(o.kubeconfig, o.context)
+    namespace = o.namespace or _context_namespace(o.kubeconfig, o.context)
+    options = _options(_workload(namespace, o.deployment, o.hpa), *window)
+    console = Console(stderr=True, highlight=False)
+    stop = threading.Event()
+    if o.watch is not None:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())  # as Ctrl-C: the watch ends, the report comes
+    try:
+        return report_from_cluster(ClusterReader(api, namespace, o.deployment), options, watch=o.watch,
+                                   watch_for_s=watch_for, stop=stop,
+                                   on_watch=lambda line: console.print(line, markup=False))
+    except KeyboardInterrupt:
+        raise UsageError("interrupted before the cluster was read") from None
+    finally:
+        api.close()
+
+
+def _window(o: Options) -> tuple[float, float | None, float]:
+    """``--since``, ``--until`` and ``--rounds-within``, checked before anything is read."""
+    since = _seconds(o.since, "--since")
+    if since <= 0:
+        raise UsageError("--since must be longer than 0 s")
+    return since, _until(o.until), _seconds(o.rounds_within, "--rounds-within")
 
 
 def _workload(namespace: str, deployment: str, hpa: str | None) -> Any:
@@ -113,13 +128,10 @@ def _workload(namespace: str, deployment: str, hpa: str | None) -> Any:
     return Workload(namespace, deployment, hpa)
 
 
-def _options(o: Options, workload: Any) -> Any:
+def _options(workload: Any, since: float, until: float | None, rounds_within: float) -> Any:
     from loadtest.scenarios.capacity_report import ReportOptions
 
-    since = _seconds(o.since, "--since")
-    if since <= 0:
-        raise UsageError("--since must be longer than 0 s")
-    return ReportOptions(workload, since, _until(o.until), _seconds(o.rounds_within, "--rounds-within"))
+    return ReportOptions(workload, since, until, rounds_within)
 
 
 def _journal_workload(path: Path, o: Options) -> Any:

@@ -76,13 +76,29 @@ def report_from_cluster(reader: ClusterReader, options: ReportOptions, *, watch:
             timer.daemon = True
             timer.start()
         try:
-            notes += reader.follow(list(snap.read), journal.record, stop, snap.versions)
+            notes += _follow(reader, snap, journal, stop)
         finally:
             if timer is not None:
                 timer.cancel()
     replayed = replay(watch)
     end = options.until if options.until is not None else clock()
     return _report(replayed.collector, options, end, _sources(snap, journal=str(watch)), notes)
+
+
+def _follow(reader: ClusterReader, snap: Snapshot, journal: Journal, stop: threading.Event) -> list[str]:
+    """Follow the cluster on a thread of its own; Ctrl-C (here, on the main thread) ends the watch, not the report."""
+    problems: list[str] = []
+    runner = threading.Thread(target=lambda: problems.extend(reader.follow(list(snap.read), journal.record, stop,
+                                                                           snap.versions)),
+                              name="capacity-watch", daemon=True)
+    runner.start()
+    try:
+        while runner.is_alive():
+            runner.join(0.5)
+    except KeyboardInterrupt:
+        stop.set()
+        runner.join()
+    return problems
 
 
 def report_from_journal(path: Path, options: ReportOptions) -> CapacityReport:
