@@ -221,7 +221,7 @@ class CapacityRow:
     sent: int | None
     gpu_node_seconds: float | None
     pending_pod_seconds: float | None
-    unknown: frozenset[str] = frozenset()
+    unknown: tuple[str, ...] = ()
 
 
 def capacity_row(headroom: str, summary: Summary) -> CapacityRow:
@@ -240,7 +240,7 @@ def capacity_row_from(headroom: str, capacity: dict[str, Any], failed: int | Non
     return CapacityRow(headroom, tuple(s["time_to_capacity_s"] for s in surges),
                        tuple(s.get("behind_demand_s") for s in surges),
                        dict(surges[0]["phases_s"]) if surges else {}, failed, sent,
-                       capacity.get("gpu_node_seconds"), capacity.get("pending_pod_seconds"), frozenset(unknown))
+                       capacity.get("gpu_node_seconds"), capacity.get("pending_pod_seconds"), tuple(sorted(unknown)))
 
 
 CAPACITY_COLUMNS = ("headroom", "time to capacity per surge", "behind demand",
