@@ -505,13 +505,10 @@ class FakeKube:
         from adapter.auth.attributes import ResourceAttributes, forbidden_message
         from adapter.auth.identity import User
 
-        parts = path.strip("/").split("/")
-        if parts[0] == "api" and len(parts) >= 3:
-            group, version, rest = "", parts[1], parts[2:]
-        elif parts[0] == "apis" and len(parts) >= 4:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
+        split = _api_path(path)
+        if split is None or not split[2]:
             return None
+        group, version, rest = split
         namespace = ""
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
@@ -644,14 +641,11 @@ class FakeKube:
                 "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred}}
 
     def _get(self, h: _Handler, path: str, query: dict[str, str]) -> None:
-        parts = path.strip("/").split("/")
-        if parts[0] == "api" and len(parts) >= 2:
-            group, version, rest = "", parts[1], parts[2:]
-        elif parts[0] == "apis" and len(parts) >= 3:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
+        split = _api_path(path)
+        if split is None:
             h.send_status(404, "NotFound", "the server could not find the requested resource")
             return
+        group, version, rest = split
         if not rest:
             self._resource_list(h, group, version)
             return
@@ -828,6 +822,16 @@ class FakeKube:
                               "spec": spec, "status": {"allowed": bool(allowed), "reason": reason}})
         else:
             h.send_status(404, "NotFound", "the server could not find the requested resource")
+
+
+def _api_path(path: str) -> tuple[str, str, list[str]] | None:
+    """``(group, version, the rest)`` of ``/api/<version>/...`` or ``/apis/<group>/<version>/...``."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 2:
+        return "", parts[1], parts[2:]
+    if parts[0] == "apis" and len(parts) >= 3:
+        return parts[1], parts[2], parts[3:]
+    return None
 
 
 def _filter(rtype: ResourceType, ns: str | None, query: dict[str, str]) -> Callable[[Obj], bool]:
