@@ -18,7 +18,7 @@ import pytest
 
 from tests.support import cluster_records as cr
 from tests.support.cluster_records import Records, karpenter_scale_up
-from tests.support.fake_kube import FakeKube
+from tests.support.fake_kube import FakeKube, Received
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +48,28 @@ def put_all(fake: FakeKube, records: Records, *, karpenter: bool = True) -> None
     for event in records.events:
         fake.put("events.k8s.io", "v1", "events", cr.as_events_v1(event))
         fake.put("", "v1", "events", cr.as_core_v1(event))
+
+
+def rbac_asked(received: list[Received]) -> set[tuple[str, str, str]]:
+    """``(verb, group, resource)`` of every request, as RBAC names them."""
+    asked = set()
+    for r in received:
+        parts = r.path.strip("/").split("/")
+        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
+            rest = rest[2:]
+        verb = "get" if len(rest) > 1 else "watch" if r.watch else "list"
+        asked.add((verb, group, rest[0]))
+    return asked
+
+
+def assert_within_the_charts_cluster_role(received: list[Received]) -> None:
+    """Everything the report asked for is what the chart's opt-in ClusterRole grants (capacityReport.rbac)."""
+    from tests.test_chart_capacity_report import READS
+
+    asked = rbac_asked(received)
+    assert {(group, resource) for _, group, resource in asked} <= READS
+    assert {verb for verb, _, _ in asked} <= {"get", "list", "watch"}
 
 
 def capacity(fake: FakeKube, tmp_path: Path, *args: str, until: str | None = UNTIL, check: bool = True,
@@ -81,6 +103,11 @@ def test_the_report_of_a_recorded_scale_up_through_the_api(fake_kube: FakeKube, 
     assert "| cluster ml/vllm | 569 s" in result.stdout and "scale-up 1: time to capacity" in result.stdout
     assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG") and (tmp_path / "r-replicas.csv").exists()
     assert {r.method for r in fake_kube.received} == {"GET"}  # read-only
+    assert rbac_asked(fake_kube.received) == {
+        ("get", "apps", "deployments"), ("list", "", "pods"), ("list", "events.k8s.io", "events"),
+        ("list", "", "nodes"), ("list", "karpenter.sh", "nodeclaims"), ("list", "autoscaling",
+                                                                         "horizontalpodautoscalers")}
+    assert_within_the_charts_cluster_role(fake_kube.received)
     assert all(r.headers.get("authorization") == "Bearer fake-token" for r in fake_kube.received)
 
 
@@ -182,6 +209,8 @@ def test_watch_keeps_what_the_cluster_forgets(fake_kube: FakeKube, tmp_path: Pat
             watcher.kill()
     assert watcher.returncode == 0, err
     assert "watching ml/vllm into" in err
+    assert ("watch", "", "pods") in rbac_asked(fake_kube.received)
+    assert_within_the_charts_cluster_role(fake_kube.received)
     watched = json.loads((tmp_path / "watched.json").read_text())
     assert watched["capacity"]["surges"][0]["time_to_capacity_s"] == truth.time_to_capacity_s
     assert watched["sources"]["journal"] == str(journal)
