@@ -274,6 +274,8 @@ def plot_capacity_comparison(
         seconds = [r.t for r in rows]
         if any(r.errors is None or r.dropped is None for r in rows):
             rate.plot([], [], color=color, label=f"{label}: requests unknown (not in the cluster's records)")
+            rate.set_ylim(0, 1)
+            rate.set_yticks([])
         else:
             rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,  # type: ignore[operator]
                       label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")  # type: ignore[operator]
