@@ -202,7 +202,8 @@ def test_the_report_json_is_the_demos_capacity_figures_and_more() -> None:
 
 def test_cluster_autoscaler_records_no_launch_of_its_own_and_no_gpus() -> None:
     """TriggeredScaleUp on the pod, then the Node object: launch covers registration; the device plugin leaves no
-    trace, so gpus and scheduling are unknown (their sum, Ready to bound, is in node)."""
+    trace in a list, so gpus and scheduling are unknown (their sum, Ready to bound, is in node), unless a watch saw
+    the Node's allocatable GPUs go from 0 to 4."""
     r = Records()
     r.deployments.append(cr.deployment("vllm"))
     r.hpas.append(cr.hpa("vllm", "vllm"))
@@ -226,6 +227,19 @@ def test_cluster_autoscaler_records_no_launch_of_its_own_and_no_gpus() -> None:
                                     "readiness": 50.0}
     assert replica.phases() == {"node": 229.0, "image": 10.0, "model": 50.0}
     assert up.figures.nodes_launched == 1 and up.figures.time_to_capacity_s == 290.0
+
+    # A watch that saw the Node without GPUs, then with them (the device plugin registered), dates their arrival.
+    collector = Collector()
+    for resource, items in r.objects().items():
+        for item in items:
+            collector.add(resource, item)
+    bare = copy.deepcopy(r.nodes[0])
+    bare["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    bare["status"]["capacity"]["nvidia.com/gpu"] = "0"
+    collector.add("nodes", bare, seen=T0 + 240)
+    collector.add("nodes", r.nodes[0], seen=T0 + 318)
+    (watched,) = build_report(collector.records(), Workload("ml", "vllm"), *WINDOW).scale_ups[0].replicas
+    assert (watched.sub_phases()["gpus"], watched.sub_phases()["scheduling"]) == (88.0, 12.0)
 
 
 def test_a_replica_whose_room_another_pod_took_is_stuck_not_slow() -> None:

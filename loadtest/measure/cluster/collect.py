@@ -43,7 +43,9 @@ class Collector:
     _hpas: dict[str, Any] = field(default_factory=dict)
     deployments: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    def add(self, resource: str, obj: Mapping[str, Any], deleted: float | None = None) -> None:
+    def add(self, resource: str, obj: Mapping[str, Any], deleted: float | None = None,
+            seen: float | None = None) -> None:
+        """``seen``: when a watch received this version (a node's GPUs turning allocatable are dated by it)."""
         meta = obj.get("metadata") or {}
         key = str(meta.get("uid") or meta.get("name") or "")
         if resource == "pods":
@@ -55,8 +57,10 @@ class Collector:
         elif resource == "nodes":
             node = node_of(obj, deleted)
             old = self._nodes.get(key)
+            turned = seen if old is not None and not old.allocatable_gpus and node.allocatable_gpus else None
             self._nodes[key] = node if old is None else replace(
-                node, ready=_earliest(old.ready, node.ready), deleted=_earliest(old.deleted, node.deleted))
+                node, ready=_earliest(old.ready, node.ready), deleted=_earliest(old.deleted, node.deleted),
+                gpus_at=old.gpus_at if old.gpus_at is not None else turned)
         elif resource == "nodeclaims":
             claim = nodeclaim_of(obj, deleted)
             old_claim = self._claims.get(key)

@@ -98,7 +98,7 @@ def replay(path: Path) -> Replayed:
             seen = float(doc["seen"])
             out.first = seen if out.first is None else min(out.first, seen)
             out.last = seen if out.last is None else max(out.last, seen)
-            out.collector.add(doc["resource"], doc["object"], seen if doc.get("type") == "DELETED" else None)
+            out.collector.add(doc["resource"], doc["object"], seen if doc.get("type") == "DELETED" else None, seen)
         else:
             out.skipped += 1
     if not out.headers and out.first is None:

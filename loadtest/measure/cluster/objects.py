@@ -119,12 +119,17 @@ def pod_of(obj: Obj, deleted: float | None = None) -> Pod:
 
 @dataclass(frozen=True)
 class Node:
+    """``allocatable_gpus``: what the device plugin reports now (the kubelet shows 0 until it registers);
+    ``gpus_at``: when a watch first saw them allocatable after seeing none (``None``: not seen happen)."""
+
     name: str
     created: float
     ready: float | None
     gpus: int
     deleted: float | None
     labels: Mapping[str, str] = field(default_factory=dict)
+    allocatable_gpus: int = 0
+    gpus_at: float | None = None
 
 
 def node_of(obj: Obj, deleted: float | None = None) -> Node:
@@ -133,7 +138,8 @@ def node_of(obj: Obj, deleted: float | None = None) -> Node:
     return Node(str(meta.get("name", "")), timestamp(meta.get("creationTimestamp")) or 0.0,
                 _condition(status.get("conditions"), "Ready"),
                 max(_gpus(status.get("capacity")), _gpus(status.get("allocatable"))),
-                min((t for t in (gone, deleted) if t is not None), default=None), dict(meta.get("labels") or {}))
+                min((t for t in (gone, deleted) if t is not None), default=None), dict(meta.get("labels") or {}),
+                _gpus(status.get("allocatable")))
 
 
 @dataclass(frozen=True)

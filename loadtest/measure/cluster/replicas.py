@@ -11,8 +11,9 @@ pull) and ``readiness``; and the demo's three per-replica **phases**: ``node`` (
 started) and ``model`` (started to Ready). A mark the records do not hold is unknown, and so is every figure that
 needs it: never guessed. A mark before the pod existed (a node launched for a placeholder earlier) counts from the
 pod's creation. Cluster Autoscaler writes no launch of its own: its ``launch`` runs from TriggeredScaleUp to the
-Node's registration, and ``registration`` does not apply; it leaves no trace of the GPUs becoming allocatable
-either, so ``gpus`` and ``scheduling`` are unknown there (their sum, Ready to bound, is in ``node``).
+Node's registration, and ``registration`` does not apply. Without Karpenter the GPUs' arrival is on record only where
+``--watch`` saw the Node's allocatable ``nvidia.com/gpu`` go from 0 to more (dated when the watch saw it); else
+``gpus`` and ``scheduling`` are unknown (their sum, Ready to bound, is in ``node``).
 
 Preemption: the scheduler writes ``Preempted`` on each victim, naming the preemptor. A replica that preempted a
 placeholder (a pod under a negative priority, or the chart's ``app.kubernetes.io/component: headroom``) took its
@@ -294,9 +295,10 @@ def _replica(pod: Pod, cluster: _Cluster, events_only: bool = False) -> Replica:
         marks.update(autoscaler=claim.created, launched=claim.launched, registered=claim.registered,
                      gpus=claim.initialized)
     elif triggered:
-        marks.update(autoscaler=triggered[0].first, registered=None if node is None else node.created)
+        marks.update(autoscaler=triggered[0].first, registered=None if node is None else node.created,
+                     gpus=None if node is None else node.gpus_at)
     elif node is not None:
-        marks.update(registered=node.created)
+        marks.update(registered=node.created, gpus=node.gpus_at)
     if new_node is not False and node is not None and node.ready is not None and \
             (scheduled is None or node.ready <= scheduled):
         marks["node_ready"] = node.ready  # a later transition is not the first Ready
