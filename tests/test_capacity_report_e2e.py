@@ -221,3 +221,21 @@ def test_watch_keeps_what_the_cluster_forgets(fake_kube: FakeKube, tmp_path: Pat
     assert json.loads((tmp_path / "again.json").read_text())["capacity"] == watched["capacity"]
     _, now = capacity(fake_kube, tmp_path, "--deployment", "vllm")
     assert now is not None and now["capacity"]["surges"] == []  # the cluster alone no longer has it
+
+
+def test_the_report_needs_no_extra_but_for_its_plot(tmp_path: Path) -> None:
+    """Without the [loadtest] extra (no matplotlib) the report is made, from a journal here; only --plot needs it."""
+    from loadtest.measure.cluster.journal import Journal
+    from tests.test_extras import _run
+
+    records, truth = karpenter_scale_up()
+    with Journal(tmp_path / "watch.jsonl") as journal:
+        journal.header(namespace="ml", deployment="vllm", karpenter=True, events_api="events.k8s.io/v1")
+        for resource, items in records.objects().items():
+            for item in items:
+                journal.record("LISTED", resource, item)
+    done = _run("loadtest.cli.main", "gpu-loadtest", "capacity", "--journal", str(tmp_path / "watch.jsonl"),
+                "--until", UNTIL, "--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv"))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["capacity"]["surges"][0]["time_to_capacity_s"] == truth.time_to_capacity_s
