@@ -177,6 +177,8 @@ def test_a_recorded_karpenter_scale_up_gives_exactly_its_phases_back(api: str) -
     assert b.preemption is not None and b.preemption.placeholder and b.preemption.victim.startswith("vllm-headroom")
     assert b.new_node is False and b.image_cached and b.stuck is None
     assert (c.new_node, c.autoscaler, c.nodeclaim, c.image_cached) == (True, "karpenter", "gpu-x7k2p", False)
+    assert c.unschedulable == ("0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are "
+                               "available: 2 No preemption victims found for incoming pod.")  # FitError.Error
     assert report.autoscaler == "karpenter" and report.capacity()["placeholders_preempted"] == 1
 
 

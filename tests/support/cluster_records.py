@@ -271,6 +271,8 @@ class Records:
                                      action="Binding"))
 
     def failed_scheduling(self, p: Obj, at: float, nodes: int = 2) -> None:
+        """``handleSchedulingFailure`` (schedule_one.go) with ``FitError.Error`` (framework/types.go): the filters'
+        reasons, then the preemption PostFilter's."""
         self.events.append(new_event(
             "FailedScheduling", f"0/{nodes} nodes are available: {nodes} Insufficient nvidia.com/gpu. preemption: "
             f"0/{nodes} nodes are available: {nodes} No preemption victims found for incoming pod.", pod_ref(p), at,

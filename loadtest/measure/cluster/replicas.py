@@ -118,6 +118,7 @@ class Replica:
     events_only: bool = False
     nominated_node: str | None = None
     restarted: bool = False
+    unschedulable: str | None = None  # the scheduler's first FailedScheduling message: why it waited
 
     def not_applicable(self) -> set[str]:
         """Sub-phases that do not apply: the node's when the replica found a node (or is not bound yet), and
@@ -172,7 +173,7 @@ class Replica:
                 "node": self.stuck.node, "since_s": _round(self.stuck.since - t0),
                 "until_s": _round(None if self.stuck.until is None else self.stuck.until - t0),
                 "taken_by": self.stuck.taken_by},
-            "nominated_node": self.nominated_node,
+            "nominated_node": self.nominated_node, "unschedulable": self.unschedulable,
         }
 
 
@@ -307,7 +308,8 @@ def _replica(pod: Pod, cluster: _Cluster, events_only: bool = False) -> Replica:
     return Replica(pod.name, pod.uid, pod.created, pod.deleted, node_name, new_node, autoscaler,
                    None if claim is None else claim.name, marks, pull_s, cached, preemption,
                    _stuck(pod, scheduled, preemption, cluster), events_only,
-                   pod.nominated_node if pod.node is None else None, pod.restarted)
+                   pod.nominated_node if pod.node is None else None, pod.restarted,
+                   next((e.message for e in about if e.reason == "FailedScheduling"), None))
 
 
 def _from_events(name: str, created: float, cluster: _Cluster) -> Pod:
