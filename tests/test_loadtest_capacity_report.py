@@ -390,6 +390,15 @@ def test_csv_json_and_plot_carry_unknown_values(tmp_path: Path) -> None:
     del out
 
 
+def test_a_replica_that_restarted_still_counts_as_ready_in_the_timeline() -> None:
+    records, _ = karpenter_scale_up()
+    old = records.pods[0]
+    records.pods[0] = cr.pod(old["metadata"]["name"], T0 - 3600, owner=RS, node="gpu-a", scheduled=T0 - 3599,
+                             started=T0 - 1200, ready=T0 - 1150, restarts=1)
+    rows = report_of(records).rows
+    assert (rows[50].current_replicas, rows[50].desired_replicas) == (1, 1)
+
+
 def test_the_printed_report_names_every_phase_and_unknown(tmp_path: Path) -> None:
     from types import SimpleNamespace
 

@@ -80,7 +80,8 @@ class Collector:
             return new
         return replace(new, node=new.node or old.node, scheduled=_earliest(old.scheduled, new.scheduled),
                        started=_earliest(old.started, new.started), ready=_earliest(old.ready, new.ready),
-                       deleted=_earliest(old.deleted, new.deleted))
+                       deleted=_earliest(old.deleted, new.deleted),
+                       ready_since=_earliest(old.ready, new.ready) or new.ready_since or old.ready_since)
 
     @staticmethod
     def _merge_event(old: Event | None, new: Event) -> Event:

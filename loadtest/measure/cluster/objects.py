@@ -82,6 +82,7 @@ class Pod:
     deleted: float | None
     restarted: bool
     gpus: int
+    ready_since: float | None = None  # its Ready condition's last turn to True, restarted or not
 
 
 def _started(status: Obj) -> tuple[float | None, bool]:
@@ -106,15 +107,16 @@ def pod_of(obj: Obj, deleted: float | None = None) -> Pod:
     gone = timestamp(meta.get("deletionTimestamp"))
     requests = [(c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits")
                 for c in spec.get("containers") or ()]
+    ready = _condition(status.get("conditions"), "Ready")
     return Pod(
         name=str(meta.get("name", "")), uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")),
         created=timestamp(meta.get("creationTimestamp")) or 0.0, labels=dict(meta.get("labels") or {}),
         owner=owner, priority=int(spec.get("priority") or 0), node=spec.get("nodeName") or None,
         nominated_node=status.get("nominatedNodeName") or None, phase=str(status.get("phase", "")),
         scheduled=_condition(status.get("conditions"), "PodScheduled"), started=started,
-        ready=None if restarted else _condition(status.get("conditions"), "Ready"),
+        ready=None if restarted else ready,
         deleted=min((t for t in (gone, deleted) if t is not None), default=None), restarted=restarted,
-        gpus=sum(_gpus(r) for r in requests))
+        gpus=sum(_gpus(r) for r in requests), ready_since=ready)
 
 
 @dataclass(frozen=True)

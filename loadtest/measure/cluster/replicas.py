@@ -119,6 +119,7 @@ class Replica:
     nominated_node: str | None = None
     restarted: bool = False
     unschedulable: str | None = None  # the scheduler's first FailedScheduling message: why it waited
+    ready_since: float | None = None  # Ready at least since then (its first readiness may be unknown)
 
     def not_applicable(self) -> set[str]:
         """Sub-phases that do not apply: the node's when the replica found a node (or is not bound yet), and
@@ -309,7 +310,8 @@ def _replica(pod: Pod, cluster: _Cluster, events_only: bool = False) -> Replica:
                    None if claim is None else claim.name, marks, pull_s, cached, preemption,
                    _stuck(pod, scheduled, preemption, cluster), events_only,
                    pod.nominated_node if pod.node is None else None, pod.restarted,
-                   next((e.message for e in about if e.reason == "FailedScheduling"), None))
+                   next((e.message for e in about if e.reason == "FailedScheduling"), None),
+                   pod.ready if pod.ready is not None else pod.ready_since)
 
 
 def _from_events(name: str, created: float, cluster: _Cluster) -> Pod:

@@ -5,7 +5,8 @@ columns (``sent``, ``ok``, ``errors``, ``dropped``, latencies) are unknown. From
 (unbound), ``placeholders`` (the headroom's bound placeholders), ``nodes`` and ``node_gpus`` (the GPU nodes the
 workload's or its placeholders' pods ran on) and ``gpu_node_seconds`` (their GPUs times their life since the
 window's start). Counts are of the objects in the records: a pod gone before the report (and not seen by
-``--watch``) is missing from them."""
+``--watch``) is missing from them; a replica counts as Ready from its first readiness where that is known, else from
+its Ready condition's last transition (a restart's dip is not in the counts)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def _until(*ends: float | None) -> float | None:
 def timeline(replicas: Sequence[Replica], placeholders: Sequence[Pod], nodes: Sequence[Node],
              found: Sequence[Decision], t0: float, t1: float) -> list[TimelineRow]:
     """``replicas``: every workload pod of the records (those from before the window too)."""
-    ready = _Count([(r.marks["ready"], r.deleted) for r in replicas if r.marks["ready"] is not None])
+    ready = _Count([(r.ready_since, r.deleted) for r in replicas if r.ready_since is not None])
     bound = _Count([(r.marks["scheduled"], r.deleted) for r in replicas if r.marks["scheduled"] is not None])
     pending = _Count([(r.created, _until(r.marks["scheduled"], r.deleted)) for r in replicas
                       if r.marks["scheduled"] is not None or not r.events_only])
