@@ -50,6 +50,7 @@ def _run(module: str, prog: str, *args: str, cwd: Path | None = None) -> subproc
     (["run", "--url", "http://127.0.0.1:9/", "--profile", "1", "--duration", "1s", "--plot", "x.png"], "matplotlib"),
     (["run", "--url", "http://127.0.0.1:9/", "--profile", "1", "--duration", "1s",
       "--prometheus-url", "http://127.0.0.1:9", "--query", "up"], "prometheus_api_client"),
+    (["capacity", "--deployment", "vllm", "--plot", "x.png"], "matplotlib"),
 ])
 def test_a_load_test_feature_without_the_extra_names_it(args: list[str], names: str, tmp_path: Path) -> None:
     done = _run("loadtest.cli.main", "gpu-loadtest", *args, cwd=tmp_path)

@@ -1,5 +1,6 @@
 """``gpu-loadtest``: ``demo`` (the closed scaling loop on this machine), ``run`` (load against any endpoint, watching
-a cluster), ``replica`` (one inference stand-in). Each command's options are a table (:mod:`clikit.flags`)."""
+a cluster), ``capacity`` (a live cluster's scale-ups, from its records), ``replica`` (one inference stand-in). Each
+command's options are a table (:mod:`clikit.flags`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import typer
 import clikit
 from clikit.extras import MissingExtra
 from clikit.flags import Flag, Options, command
+from loadtest.cli.capacity import CAPACITY, capacity
 from loadtest.cli.common import DemoFailed, UsageError, parse_headers
 from loadtest.cli.demo import DEMO, demo
 from loadtest.cli.run import RUN, run
 from loadtest.hpa.watch import KubeError
 from loadtest.loadgen.profile import ProfileError, parse_duration
 from loadtest.loadgen.taurus.plan import TaurusFileError
+from loadtest.measure.cluster.journal import JournalError
 from loadtest.measure.range_data import PromRangeError
 from loadtest.scenarios.capacity_options import CapacityOptionError
 
@@ -56,10 +59,11 @@ def replica(o: Options) -> None:
 
 command(app, "demo", DEMO)(demo)
 command(app, "run", RUN)(run)
+command(app, "capacity", CAPACITY)(capacity)
 command(app, "replica", REPLICA)(replica)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Usage and configuration errors are one line on stderr, never a traceback."""
     clikit.run(app, "gpu-loadtest", argv, (UsageError, ProfileError, KubeError, PromRangeError, DemoFailed,
-                                              MissingExtra, CapacityOptionError, TaurusFileError))
+                                              MissingExtra, CapacityOptionError, TaurusFileError, JournalError))

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from loadtest.measure.summary import Summary
 
-__all__ = ["print_summary"]
+__all__ = ["UNKNOWN", "print_summary", "surge_lines"]
 
 
 def _fmt(value: float | int | None, unit: str = "") -> str:
@@ -78,22 +78,39 @@ def print_summary(console: Console, summary: Summary, title: str) -> None:
 
 def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
     """Each surge's time to capacity with its phases, then the node totals (real-time equivalents)."""
-    lines = []
-    for surge in capacity["surges"]:
-        phases = ", ".join(f"{k} {_fmt(v, ' s')}" for k, v in surge["phases_s"].items())
-        reached = _fmt(surge["time_to_capacity_s"], " s") if surge["time_to_capacity_s"] is not None else \
-            "not reached before the load fell"
-        behind = surge.get("behind_demand_s")
-        lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
-            f"; {_fmt(behind, ' s')} after the load needed them"
-        lines.append((f"surge {surge['surge']}: time to capacity",
-                      f"{reached} ({surge['replicas_before']} -> {surge['replicas_asked']} replicas; {phases}{lag})"))
-        lines.append((f"surge {surge['surge']}: waiting",
-                      f"first new replica {_fmt(surge['first_replica_wait_s'], ' s')} for a GPU, "
-                      f"{_fmt(surge['pending_pod_seconds'])} pending pod-seconds, {surge['requests_failed']} requests "
-                      f"failed, {surge['requests_queued']} queued, {surge['nodes_launched']} nodes launched"))
+    lines = surge_lines(capacity["surges"])
     lines.append(("GPU nodes", f"{_fmt(capacity['gpu_node_seconds'])} GPU-node-seconds, {capacity['nodes_launched']} "
                                f"launched, {_fmt(capacity['pending_pod_seconds'])} pending pod-seconds, "
                                f"{capacity['placeholders_preempted']} placeholders preempted (real-time seconds: the "
                                f"run went {capacity['time_scale']:g}x faster)"))
+    return lines
+
+
+UNKNOWN = "unknown"
+
+
+def surge_lines(surges: list[dict[str, Any]], *, label: str = "surge", not_reached: str = "not reached before the "
+                "load fell", behind_words: str = "after the load needed them") -> list[tuple[str, str]]:
+    """Two lines per surge (``label``: a cluster's report says scale-up): its time to capacity, replicas and phases,
+    then what waited; a figure the records did not hold (named in the surge's ``unknown``) reads ``unknown``."""
+    lines = []
+    for surge in surges:
+        unknown = set(surge.get("unknown") or ())
+
+        def cell(key: str, unit: str = "", doc: dict[str, Any] = surge, name: str = "",
+                 unknown: set[str] = unknown) -> str:
+            return UNKNOWN if (name or key) in unknown else _fmt(doc[key], unit)
+
+        phases = ", ".join(f"{k} {cell(k, ' s', surge['phases_s'], f'phases_s.{k}')}" for k in surge["phases_s"])
+        reached = cell("time_to_capacity_s", " s") if surge["time_to_capacity_s"] is not None or \
+            "time_to_capacity_s" in unknown else not_reached
+        behind = surge.get("behind_demand_s")
+        lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
+            f"; {_fmt(behind, ' s')} {behind_words}"
+        lines.append((f"{label} {surge['surge']}: time to capacity",
+                      f"{reached} ({cell('replicas_before')} -> {cell('replicas_asked')} replicas; {phases}{lag})"))
+        lines.append((f"{label} {surge['surge']}: waiting",
+                      f"first new replica {cell('first_replica_wait_s', ' s')} for a GPU, "
+                      f"{cell('pending_pod_seconds')} pending pod-seconds, {cell('requests_failed')} requests "
+                      f"failed, {cell('requests_queued')} queued, {cell('nodes_launched')} nodes launched"))
     return lines

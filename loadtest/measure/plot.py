@@ -222,10 +222,9 @@ def _runs_figure(runs: Sequence[tuple[str, Sequence[TimelineRow], Sequence[SyncR
     axes = fig.subplots(4, 1, sharex=True)
     # Long lines (the comparison's settings) wrap instead of running off the figure.
     fig.suptitle("\n".join(textwrap.fill(line, 130) for line in title.splitlines()), fontsize=11)
-    if runs and runs[0][1]:
-        first = runs[0][1]
-        axes[0].step([r.t for r in first], [r.target_rps for r in first], where="post", color="grey",
-                     linestyle="--", label="target rate")
+    if runs and any(r.target_rps is not None for r in runs[0][1]):
+        xs, ys = _gapped(runs[0][1], "target_rps")
+        axes[0].step(xs, ys, where="post", color="grey", linestyle="--", label="target rate")
     return fig, axes
 
 
@@ -270,14 +269,23 @@ def plot_capacity_comparison(
     *,
     title: str,
     clock: DemoClock = REAL_TIME,
+    marks: Sequence[tuple[float, str]] = (),
+    xlabel: str | None = None,
 ) -> None:
     """Runs of one load with different headroom: the load and what failed, ready replicas (dashed: desired), the
-    replicas waiting for a GPU, and the nodes' GPUs (dotted: placeholders)."""
+    replicas waiting for a GPU, and the nodes' GPUs (dotted: placeholders). A run whose load is unknown (a cluster's
+    capacity report: no request counts in its rows) says so in the first panel; ``marks`` are labelled moments (the
+    report's scale-ups, with their time to capacity); ``xlabel`` replaces the time axis' label."""
     fig, (rate, replicas, pending, gpus) = _runs_figure(runs, title)
     for (label, rows, _), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
-        rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
-                  label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
+        if any(r.errors is None or r.dropped is None for r in rows):
+            rate.plot([], [], color=color, label=f"{label}: requests unknown (not in the cluster's records)")
+            rate.set_ylim(0, 1)
+            rate.set_yticks([])
+        else:
+            rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,  # type: ignore[operator]
+                      label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")  # type: ignore[operator]
         for axis, name, style, width, text in ((replicas, "current_replicas", "-", 2, label),
                                                (replicas, "desired_replicas", "--", 1, None),
                                                (pending, "pending_pods", "-", 2, label),
@@ -286,6 +294,11 @@ def plot_capacity_comparison(
             xs, ys = _series(rows, name)
             if xs:
                 axis.step(xs, ys, where="post", color=color, linewidth=width, linestyle=style, label=text)
+    for at, text in marks:
+        for axis in (rate, replicas, pending, gpus):
+            axis.axvline(at, color="black", linestyle=":", linewidth=1)
+        rate.annotate(text, (at, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12), textcoords="offset points",
+                      fontsize=7, rotation=0)
     rate.set_ylabel("requests / s (failed: solid)")
     replicas.set_ylabel("replicas ready\n(dashed: desired)")
     pending.set_ylabel("replicas waiting\nfor a GPU")
@@ -294,4 +307,6 @@ def plot_capacity_comparison(
         _integer_ticks(axis)
         axis.set_ylim(bottom=0)
     _time_axis(gpus, clock)
+    if xlabel is not None:
+        gpus.set_xlabel(xlabel)
     _finish(fig, (rate, replicas, pending, gpus), path, None, None)

@@ -20,12 +20,16 @@ Per surge also: how long the **first new replica waited** for a GPU (from the fi
 pod's binding: 0 when it took a placeholder's GPU), the workload pods' **pending pod-seconds** in it, the
 **requests failed** (errors and drops) and **queued** (answered after waiting in a replica's queue: more than twice
 the service time) from its start to capacity, and the **nodes launched** in it.
+
+A scale-up measured from a cluster's records (:mod:`loadtest.measure.cluster`) has the same figures, and some of them
+may be **unknown**: the records did not hold them (events expired, no autoscaler, no load in the API). Those are
+``None`` and named in ``unknown``, so a ``None`` that is not named there keeps its meaning (not reached, none).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,8 +39,8 @@ from loadtest.loadgen.profile import Profile
 from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes.cluster import PodSpan, unbound_seconds
 
-__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "replicas_for", "replicas_needed",
-           "surges"]
+__all__ = ["PHASES", "ScaleUp", "Surge", "charged_phase", "demand_for", "measure", "replicas_for",
+           "replicas_needed", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -55,22 +59,31 @@ class ScaleUp:
     time_to_capacity_s: float | None
     replicas_before: int | None
     replicas_asked: int | None
-    phases_s: dict[str, float]
+    phases_s: dict[str, float | None]
     first_replica_wait_s: float | None
-    pending_pod_seconds: float
-    requests_failed: int
-    requests_queued: int
-    nodes_launched: int
+    pending_pod_seconds: float | None
+    requests_failed: int | None
+    requests_queued: int | None
+    nodes_launched: int | None
     behind_demand_s: float | None = None
+    unknown: tuple[str, ...] = ()  # the figures the records did not hold: "time_to_capacity_s", "phases_s.node"...
 
     def to_json(self, clock: DemoClock = REAL_TIME) -> dict[str, Any]:
-        """Seconds in real time (the real-time equivalents of a compressed run), to 0.1 s."""
+        """Seconds in real time (the real-time equivalents of a compressed run), to 0.1 s; ``unknown`` as a list."""
         doc = asdict(self)
         for key in ("load_step_s", "first_decision_s", "time_to_capacity_s", "first_replica_wait_s",
                     "pending_pod_seconds", "behind_demand_s"):
             doc[key] = clock.real_figure(doc[key])
         doc["phases_s"] = {k: clock.real_figure(v) for k, v in self.phases_s.items()}
+        doc["unknown"] = list(self.unknown)
         return doc
+
+
+def charged_phase(states: Iterable[str | None]) -> str:
+    """The phase a moment of a scale-up is charged to: the slowest thing still outstanding among the states of the
+    replicas asked for (``node`` before ``image`` before ``model``), else ``decision``."""
+    waiting = set(states)
+    return next((p for p in PHASES[1:] if p in waiting), "decision")
 
 
 def surges(profile: Profile) -> list[Surge]:
@@ -138,11 +151,7 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
             if t >= ups[0].t and desired >= needed and ready >= desired:
                 capacity_at, asked = t, desired
                 break
-            waiting = {s for s in states if s in PHASES}
-            phase = next((p for p in PHASES[1:] if p in waiting), "decision")  # the slowest still outstanding
-            if t < ups[0].t:
-                phase = "decision"
-            phases[phase] += step_s
+            phases["decision" if t < ups[0].t else charged_phase(states)] += step_s
     end = capacity_at if capacity_at is not None else surge.end
     pending = sum(unbound_seconds(p.created, p.bound, p.deleted, surge.start, end) for p in pods)
     first_new = min((p for p in pods if ups and p.created >= ups[0].t - 1e-6 and p.created < end),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,10 +53,10 @@ class TimelineRow:
     t: float
     phase: str
     target_rps: float | None
-    sent: int = 0
-    ok: int = 0
-    errors: int = 0
-    dropped: int = 0
+    sent: int | None = 0  # None (and ok, errors, dropped): the load is not known (a cluster's capacity report)
+    ok: int | None = 0
+    errors: int | None = 0
+    dropped: int | None = 0
     p50_ms: float | None = None
     p95_ms: float | None = None
     gpu_util: float | None = None
@@ -93,13 +93,16 @@ def _csv_value(value: object) -> object:
     return value
 
 
-def write_csv(rows: Sequence[TimelineRow], path: str | Path) -> None:
+def write_csv(rows: Sequence[TimelineRow], path: str | Path, unknown: Collection[str] = ()) -> None:
+    """One line per row; an empty cell has no value. A column named in ``unknown`` (what a cluster's records do not
+    hold: the load, for the capacity report) reads ``unknown`` where it has no value."""
     names = [f.name for f in fields(TimelineRow) if f.metadata.get("csv", True)]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(names)
         for row in rows:
-            writer.writerow([_csv_value(getattr(row, name)) for name in names])
+            writer.writerow(["unknown" if name in unknown and getattr(row, name) is None
+                             else _csv_value(getattr(row, name)) for name in names])
 
 
 async def each_second(load: Recorder, record: Callable[[int], None]) -> None:

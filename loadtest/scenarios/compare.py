@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.hpa.scale_on import ScaleOn
-from loadtest.measure.plot import plot_comparison
 from loadtest.measure.progress import Progress
 from loadtest.measure.summary import Summary
 from loadtest.measure.time_to_capacity import PHASES
@@ -70,10 +69,11 @@ def format_table(rows: Sequence[ComparisonRow]) -> str:
     cells = [[r.scale_on, _cell(r.first_scale_up_s, " s"),
               f"{_cell(r.scale_ups_to_needed)} (to {_cell(r.needed_replicas)})", _cell(r.peak_replicas),
               f"{r.failed} of {r.sent}", _cell(r.hold_p95_ms, " ms")] for r in rows]
-    return _markdown(COLUMNS, cells)
+    return markdown_table(COLUMNS, cells)
 
 
-def _markdown(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+def markdown_table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    """A Markdown table, its columns padded so it reads as plain text too."""
     widths = [max(len(c) for c in column) for column in zip(columns, *cells, strict=True)]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
              for row in (columns, *cells)]
@@ -118,7 +118,7 @@ def format_zero_table(rows: Sequence[ZeroRow]) -> str:
               str(r.cold_requests),
               "-" if not r.cold_requests else f"{_cell(r.cold_wait_p50_s, ' s')} / {_cell(r.cold_wait_max_s, ' s')}",
               ", ".join(f"{w:g} s" for w in r.first_waits_s) or "-", f"{r.failed} of {r.sent}"] for r in rows]
-    return _markdown(ZERO_COLUMNS, cells)
+    return markdown_table(ZERO_COLUMNS, cells)
 
 
 def saving(rows: Sequence[ZeroRow]) -> str | None:
@@ -164,6 +164,8 @@ async def run_comparison(settings: DemoSettings, choices: Sequence[ScaleOn], *, 
     if plot is not None and done:
         legend = "; ".join(f"{c.value}: " + ("both metrics" if c is ScaleOn.BOTH else
                                              describe_metrics(replace(settings, scale_on=c))) for c, _ in done)
+        from loadtest.measure.plot import plot_comparison  # matplotlib: the loadtest extra, only for --plot
+
         plot_comparison([(c.value, r.rows, r.syncs) for c, r in done], plot,
                         load_step_at=settings.profile.load_step_at, load_drop_at=settings.profile.load_drop_at,
                         title=f"gpu-loadtest demo --compare: profile {settings.profile.text()}, HPA sync every "
@@ -190,6 +192,8 @@ async def run_zero_comparison(settings: DemoSettings, *, plot: Path | None, summ
     rows = [zero_row(m, r.summary) for m, r in results]
     if plot is not None and done:
         legend = [(f"minReplicas {m}: {_cell(r.summary.gpu_seconds)} GPU-s", r.rows, r.syncs) for m, r in done]
+        from loadtest.measure.plot import plot_comparison
+
         plot_comparison(legend, plot, load_step_at=settings.profile.load_step_at,
                         load_drop_at=settings.profile.load_drop_at,
                         title=f"gpu-loadtest demo --min-replicas 0 --compare: profile {settings.profile.text()}\n"
@@ -205,25 +209,38 @@ async def run_zero_comparison(settings: DemoSettings, *, plot: Path | None, summ
 class CapacityRow:
     """One ``--compare-capacity`` run: time to capacity of each surge (real-time equivalents; ``None``: not reached
     before the load fell), the first surge's phases, failed requests, the nodes' GPU-seconds and the workload's
-    pending pod-seconds over the profile."""
+    pending pod-seconds over the profile. A row of a cluster's capacity report (``gpu-loadtest capacity``) has a
+    scale-up where a run has a surge, and names in ``unknown`` what its records did not hold: ``failed``,
+    ``gpu_node_seconds``, ``pending_pod_seconds``, ``phases_s.<phase>`` and ``<figure>.<surge index>``."""
 
     headroom: str
     time_to_capacity_s: tuple[float | None, ...]
     behind_demand_s: tuple[float | None, ...]
-    first_phases_s: dict[str, float]
-    failed: int
-    sent: int
+    first_phases_s: dict[str, float | None]
+    failed: int | None
+    sent: int | None
     gpu_node_seconds: float | None
     pending_pod_seconds: float | None
+    unknown: tuple[str, ...] = ()
 
 
 def capacity_row(headroom: str, summary: Summary) -> CapacityRow:
-    capacity = summary.extra.get("capacity") or {}
+    return capacity_row_from(headroom, summary.extra.get("capacity") or {}, summary.failed, summary.requests["sent"])
+
+
+def capacity_row_from(headroom: str, capacity: dict[str, Any], failed: int | None, sent: int | None) -> CapacityRow:
+    """The row of a run's (or a report's) ``capacity`` figures; ``failed`` and ``sent`` ``None``: unknown."""
     surges = capacity.get("surges") or []
+    unknown = {f"{key}.{i}" for i, s in enumerate(surges) for key in ("time_to_capacity_s", "behind_demand_s")
+               if key in (s.get("unknown") or ())}
+    unknown |= {k for k in (surges[0].get("unknown") or ()) if k.startswith("phases_s.")} if surges else set()
+    unknown |= {k for k in ("gpu_node_seconds", "pending_pod_seconds") if k in (capacity.get("unknown") or ())}
+    if failed is None:
+        unknown.add("failed")
     return CapacityRow(headroom, tuple(s["time_to_capacity_s"] for s in surges),
                        tuple(s.get("behind_demand_s") for s in surges),
-                       dict(surges[0]["phases_s"]) if surges else {}, summary.failed, summary.requests["sent"],
-                       capacity.get("gpu_node_seconds"), capacity.get("pending_pod_seconds"))
+                       dict(surges[0]["phases_s"]) if surges else {}, failed, sent,
+                       capacity.get("gpu_node_seconds"), capacity.get("pending_pod_seconds"), tuple(sorted(unknown)))
 
 
 CAPACITY_COLUMNS = ("headroom", "time to capacity per surge", "behind demand",
@@ -232,12 +249,22 @@ CAPACITY_COLUMNS = ("headroom", "time to capacity per surge", "behind demand",
 
 
 def format_capacity_table(rows: Sequence[CapacityRow]) -> str:
-    """A Markdown table of the headroom runs (readable as plain text too)."""
-    cells = [[r.headroom, ", ".join(_cell(t, " s") for t in r.time_to_capacity_s) or "-",
-              ", ".join(_cell(t, " s") for t in r.behind_demand_s) or "-",
-              " / ".join(_cell(r.first_phases_s.get(p), " s") for p in PHASES),
-              f"{r.failed} of {r.sent}", _cell(r.gpu_node_seconds), _cell(r.pending_pod_seconds)] for r in rows]
-    return _markdown(CAPACITY_COLUMNS, cells)
+    """A Markdown table of the headroom runs (readable as plain text too); what a row's records did not hold reads
+    ``unknown``."""
+    cells = []
+    for r in rows:
+        def known(value: float | int | None, key: str, unit: str = "", r: CapacityRow = r) -> str:
+            return "unknown" if key in r.unknown else _cell(value, unit)
+
+        cells.append([r.headroom,
+                      ", ".join(known(t, f"time_to_capacity_s.{i}", " s")
+                                for i, t in enumerate(r.time_to_capacity_s)) or "-",
+                      ", ".join(known(t, f"behind_demand_s.{i}", " s") for i, t in enumerate(r.behind_demand_s)) or "-",
+                      " / ".join(known(r.first_phases_s.get(p), f"phases_s.{p}", " s") for p in PHASES),
+                      "unknown" if r.failed is None else f"{r.failed} of {r.sent}",
+                      known(r.gpu_node_seconds, "gpu_node_seconds"),
+                      known(r.pending_pod_seconds, "pending_pod_seconds")])
+    return markdown_table(CAPACITY_COLUMNS, cells)
 
 
 @dataclass(frozen=True)

@@ -356,6 +356,10 @@ class FakeKube:
     aggregated: dict[str, str] = field(default_factory=dict)
     # (method, path) -> None to serve the request, or the message of a 403 Forbidden Status (RBAC denying the caller)
     forbid: Callable[[str, str], str | None] = field(default=lambda method, path: None)
+    # RBAC the caller lacks, as (verb, group, resource): answered with the 403 Status kube-apiserver writes
+    # (``deny``); ``user`` is the name its message gives the caller
+    denied: set[tuple[str, str, str]] = field(default_factory=set)
+    user: str = "system:serviceaccount:ml:capacity-report"
 
     def __post_init__(self) -> None:
         self.token_reviews: list[Obj] = []
@@ -492,6 +496,31 @@ class FakeKube:
             return copy.deepcopy(found) if found else None
 
     # -- test controls -----------------------------------------------------------------------------------------
+    def deny(self, verb: str, resource: str, group: str = "") -> None:
+        """RBAC does not grant the caller ``verb`` on ``resource`` of ``group``: such requests get kube-apiserver's
+        403 (``k8s.io/apiserver`` ``pkg/endpoints/handlers/responsewriters/errors.go``)."""
+        self.denied.add((verb, group, resource))
+
+    def _rbac(self, method: str, path: str, query: dict[str, str]) -> tuple[str, Obj] | None:
+        from adapter.auth.attributes import ResourceAttributes, forbidden_message
+        from adapter.auth.identity import User
+
+        split = _api_path(path)
+        if split is None or not split[2]:
+            return None
+        group, version, rest = split
+        namespace = ""
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, rest = rest[1], rest[2:]
+        name = rest[1] if len(rest) > 1 else ""
+        verb = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        if verb == "get" and not name:
+            verb = "watch" if query.get("watch") in ("true", "1") else "list"
+        if (verb, group, rest[0]) not in self.denied:
+            return None
+        attrs = ResourceAttributes(verb, group, version, rest[0], namespace, "", name)
+        return forbidden_message(User(self.user), attrs)
+
     def compact(self) -> None:
         """Compact history up to now: a new watch from an older resourceVersion, or an old continue token, gets
         410 Expired. Watches already open keep receiving every event, as from a real API server's watch cache."""
@@ -560,6 +589,10 @@ class FakeKube:
         if denied is not None:
             h.send_status(403, "Forbidden", denied)
             return
+        refused = self._rbac(method, path, query)
+        if refused is not None:
+            h.send_status(403, "Forbidden", *refused)
+            return
         delegate = next((base for group, base in self.aggregated.items()
                          if path == f"/apis/{group}" or path.startswith(f"/apis/{group}/")), None)
         if delegate is not None and method == "GET":
@@ -608,14 +641,11 @@ class FakeKube:
                 "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred}}
 
     def _get(self, h: _Handler, path: str, query: dict[str, str]) -> None:
-        parts = path.strip("/").split("/")
-        if parts[0] == "api" and len(parts) >= 2:
-            group, version, rest = "", parts[1], parts[2:]
-        elif parts[0] == "apis" and len(parts) >= 3:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
+        split = _api_path(path)
+        if split is None:
             h.send_status(404, "NotFound", "the server could not find the requested resource")
             return
+        group, version, rest = split
         if not rest:
             self._resource_list(h, group, version)
             return
@@ -792,6 +822,16 @@ class FakeKube:
                               "spec": spec, "status": {"allowed": bool(allowed), "reason": reason}})
         else:
             h.send_status(404, "NotFound", "the server could not find the requested resource")
+
+
+def _api_path(path: str) -> tuple[str, str, list[str]] | None:
+    """``(group, version, the rest)`` of ``/api/<version>/...`` or ``/apis/<group>/<version>/...``."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 2:
+        return "", parts[1], parts[2:]
+    if parts[0] == "apis" and len(parts) >= 3:
+        return parts[1], parts[2], parts[3:]
+    return None
 
 
 def _filter(rtype: ResourceType, ns: str | None, query: dict[str, str]) -> Callable[[Obj], bool]:
