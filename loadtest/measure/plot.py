@@ -62,9 +62,8 @@ def plot_timeline(
                   label="throughput cap" if closed else "target")
     rate.step(seconds, [r.sent for r in rows], where="post", color="tab:blue", label="sent")
     rate.step(seconds, [r.ok for r in rows], where="post", color="tab:green", label="ok")
-    if any(r.errors or r.dropped for r in rows):
-        rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color="tab:red",
-                  label="errors + dropped")
+    if any(r.failed for r in rows):
+        rate.step(seconds, [r.failed for r in rows], where="post", color="tab:red", label="errors + dropped")
     rate.set_ylabel("requests / s")
     rate.set_ylim(bottom=0)
     if closed:  # the closed loop's virtual users, on their own axis
@@ -240,9 +239,9 @@ def plot_comparison(
     fig, (rate, failed, latency, replicas) = _runs_figure(runs, title)
     for (label, rows, syncs), color in zip(runs, COLORS, strict=False):
         seconds = [r.t for r in rows]
-        rate.step(seconds, [r.ok for r in rows], where="post", color=color, label=f"{label}: answered")
-        failed.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,
-                    label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")
+        rate.step(seconds, [r.ok or 0 for r in rows], where="post", color=color, label=f"{label}: answered")
+        failed.step(seconds, [r.failed for r in rows], where="post", color=color,
+                    label=f"{label}: {sum(r.failed for r in rows)} failed")
         xs, ys = _gapped(rows, "p95_ms")
         latency.plot(xs, ys, color=color, label=label)
         xs, ys = _series(rows, "current_replicas")
@@ -284,8 +283,8 @@ def plot_capacity_comparison(
             rate.set_ylim(0, 1)
             rate.set_yticks([])
         else:
-            rate.step(seconds, [r.errors + r.dropped for r in rows], where="post", color=color,  # type: ignore[operator]
-                      label=f"{label}: {sum(r.errors + r.dropped for r in rows)} failed")  # type: ignore[operator]
+            rate.step(seconds, [r.failed for r in rows], where="post", color=color,
+                      label=f"{label}: {sum(r.failed for r in rows)} failed")
         for axis, name, style, width, text in ((replicas, "current_replicas", "-", 2, label),
                                                (replicas, "desired_replicas", "--", 1, None),
                                                (pending, "pending_pods", "-", 2, label),

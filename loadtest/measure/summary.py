@@ -104,8 +104,8 @@ def summarize(
         p50, p95 = percentile(values, 50), percentile(values, 95)
         latency[phase] = PhaseLatency(len(values), _rounded(None if p50 is None else p50 * 1e3),
                                       _rounded(None if p95 is None else p95 * 1e3))
-    requests = {"sent": sum(r.sent for r in rows), "ok": sum(r.ok for r in rows),
-                "errors": sum(r.errors for r in rows), "dropped": sum(r.dropped for r in rows)}
+    requests = {"sent": sum(r.sent or 0 for r in rows), "ok": sum(r.ok or 0 for r in rows),
+                "errors": sum(r.errors or 0 for r in rows), "dropped": sum(r.dropped or 0 for r in rows)}
     events = [{"t": _rounded(s.t), "from": s.current, "to": s.desired, "metric": _rounded(s.metric),
                "reason": s.reason} for s in syncs if s.direction]
     ups_to_needed = None

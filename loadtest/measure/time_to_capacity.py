@@ -54,7 +54,7 @@ class Surge:
 @dataclass(frozen=True)
 class ScaleUp:
     surge: int
-    load_step_s: float
+    load_step_s: float | None  # None: the load is not known (a cluster's capacity report)
     first_decision_s: float | None
     time_to_capacity_s: float | None
     replicas_before: int | None
@@ -161,7 +161,7 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
         bound = first_new.bound if first_new.bound is not None else end
         first_wait = max(0.0, bound - first_new.created)
     window = [r for r in rows if surge.start <= r.t < end]
-    failed = sum(r.errors + r.dropped for r in window)
+    failed = sum(r.failed for r in window)
     queued = sum(1 for r in window for latency in r.latencies_s if latency > 2 * service_s)
     if asked is None:
         asked = max((s.desired for s in ups), default=None)

@@ -84,6 +84,11 @@ class TimelineRow:
     users: int | None = None
     latencies_s: list[float] = field(default_factory=list, repr=False, metadata={"csv": False})
 
+    @property
+    def failed(self) -> int:
+        """Errors and drops (0 where the load is not known)."""
+        return (self.errors or 0) + (self.dropped or 0)
+
 
 def _csv_value(value: object) -> object:
     if value is None:

@@ -117,9 +117,10 @@ class ClusterReader:
             host = self.api.configuration.host
             raise KubeError(f"cannot reach the API server at {host}: {type(exc).__name__}: {exc}") from None
 
-    def list(self, key: str) -> tuple[list[Obj], str]:
+    def list_objects(self, key: str) -> tuple[list[Obj], str]:
         """Every object of a resource (pages of ``PAGE``), and the list's resourceVersion."""
-        kind, items, token = self.kinds[key], [], None
+        kind, token = self.kinds[key], None
+        items: list[Obj] = []
         while True:
             page = self._call("list", kind, kind.listing, limit=PAGE, **({"_continue": token} if token else {}))
             items += page.get("items") or []
@@ -152,7 +153,7 @@ class ClusterReader:
 
     def _read(self, key: str, snap: Snapshot) -> None:
         try:
-            items, version = self.list(key)
+            items, version = self.list_objects(key)
         except Forbidden as exc:
             if self.kinds[key].required:
                 raise
@@ -199,7 +200,7 @@ class ClusterReader:
         while not stop.is_set():
             try:
                 if not version:
-                    items, version = self.list(key)
+                    items, version = self.list_objects(key)
                     for item in items:
                         emit("LISTED", kind.name, item)
                 for event in self._stream(kind, version, stop):

@@ -143,8 +143,9 @@ class Replica:
             before = at if at is None or before is None else max(at, before)
         scheduled, started, ready = m["scheduled"], m["started"], m["ready"]
         out["image_pull"] = self.image_pull_s
-        out["container_start"] = None if None in (scheduled, started, self.image_pull_s) else \
-            max(0.0, started - scheduled - self.image_pull_s)  # type: ignore[operator]
+        pull = self.image_pull_s
+        out["container_start"] = (None if scheduled is None or started is None or pull is None
+                                  else max(0.0, started - scheduled - pull))
         out["readiness"] = _span(started, ready)
         return out
 
