@@ -5,6 +5,7 @@ command lines, the adapter serving the chart's certificate)."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import http.client
 import json
@@ -65,7 +66,18 @@ def template(values: Path | None = None, *sets: str, kube_version: str = "1.33.0
         args += ["-f", str(values)]
     for item in sets:
         args += ["--set", item]
-    return run(args, check=check)
+    proc = _helm_template(tuple(args), hashlib.sha256(values.read_bytes()).hexdigest() if values else "")
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@functools.lru_cache(maxsize=512)
+def _helm_template(args: tuple[str, ...], values_digest: str) -> subprocess.CompletedProcess[str]:
+    """One rendering per arguments and values file content (a render costs helm about half a second of CPU, and
+    many tests render the same values); the chart does not change while the suite runs."""
+    del values_digest  # part of the cache key only
+    return run(list(args), check=False)
 
 
 def render(values: Path | None = None, *sets: str, kube_version: str = "1.33.0",

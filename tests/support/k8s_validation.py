@@ -61,7 +61,8 @@ def run(args: list[str], cwd: Path | None = None, check: bool = True) -> subproc
 def load_documents(text: str) -> list[dict[str, Any]]:
     """Every non-empty YAML document, expanding ``List`` objects."""
     docs: list[dict[str, Any]] = []
-    for doc in yaml.safe_load_all(text):
+    # libyaml's safe loader: the same documents as yaml.safe_load_all, about ten times faster on a rendered chart.
+    for doc in yaml.load_all(text, Loader=yaml.CSafeLoader):
         if not doc:
             continue
         if doc.get("kind") == "List":
@@ -139,7 +140,18 @@ def _crd_errors(doc: dict[str, Any], filename: str) -> list[str]:
 
 
 def validate(doc: dict[str, Any], versions: Iterable[str] = KUBE_VERSIONS) -> list[str]:
-    """Errors for one object against every Kubernetes version in ``versions`` (empty when valid)."""
+    """Errors for one object against every Kubernetes version in ``versions`` (empty when valid). The same object
+    is rendered again by many tests (a chart's RBAC, Services, ConfigMaps under other values): each is checked once
+    per process (kubernetes-validate reads and parses its whole definitions file at every call, about 15 ms)."""
+    return list(_validate(json.dumps(doc, sort_keys=True), tuple(versions)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _validate(doc_json: str, versions: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_validate_uncached(json.loads(doc_json), versions))
+
+
+def _validate_uncached(doc: dict[str, Any], versions: Iterable[str]) -> list[str]:
     key = (doc.get("apiVersion"), doc.get("kind"))
     errors = _validate_metadata(doc)
     if key in CRDS:
