@@ -144,6 +144,13 @@ class NodeLayer:
     def mark_ready(self, name: str) -> None:
         self.cluster.mark_ready(name, self.now())
 
+    def take_evicted(self) -> list[str]:
+        """The workload's pods evicted from a removed node since the last call: each is a new pod now, waiting for a
+        GPU, and the replica that ran in the old one must stop."""
+        names = [p.name for p in self.cluster.evicted if p.owner == self.workload]
+        self.cluster.evicted.clear()
+        return names
+
     # -- start-up and the loop ------------------------------------------------------------------------------------
     def bootstrap(self) -> None:
         """Nodes that are up already for the pods that exist (the workload's first, then the placeholders), as a
