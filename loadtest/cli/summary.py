@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from loadtest.measure.summary import Summary
+from loadtest.measure.time_to_capacity import no_scale_up_needed
 
 __all__ = ["print_summary"]
 
@@ -82,7 +83,7 @@ def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
     for surge in capacity["surges"]:
         phases = ", ".join(f"{k} {_fmt(v, ' s')}" for k, v in surge["phases_s"].items())
         reached = _fmt(surge["time_to_capacity_s"], " s") if surge["time_to_capacity_s"] is not None else \
-            "not reached before the load fell"
+            "no scale-up needed" if no_scale_up_needed(surge) else "not reached before the load fell"
         behind = surge.get("behind_demand_s")
         lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
             f"; {_fmt(behind, ' s')} after the load needed them"

@@ -25,7 +25,7 @@ the service time) from its start to capacity, and the **nodes launched** in it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,8 +35,8 @@ from loadtest.loadgen.profile import Profile
 from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes.cluster import PodSpan, unbound_seconds
 
-__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "replicas_for", "replicas_needed",
-           "surges"]
+__all__ = ["PHASES", "ScaleUp", "Surge", "demand_for", "measure", "no_scale_up_needed", "replicas_for",
+           "replicas_needed", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
 
@@ -62,6 +62,7 @@ class ScaleUp:
     requests_queued: int
     nodes_launched: int
     behind_demand_s: float | None = None
+    replicas_needed: int | None = None  # what the surge's load needed; replicas_before at or above it: none asked
 
     def to_json(self, clock: DemoClock = REAL_TIME) -> dict[str, Any]:
         """Seconds in real time (the real-time equivalents of a compressed run), to 0.1 s."""
@@ -71,6 +72,15 @@ class ScaleUp:
             doc[key] = clock.real_figure(doc[key])
         doc["phases_s"] = {k: clock.real_figure(v) for k, v in self.phases_s.items()}
         return doc
+
+
+def no_scale_up_needed(surge: Mapping[str, Any]) -> bool:
+    """A surge (its JSON) whose load the replicas already serving carried: the HPA asked for none and none was
+    needed (``replicas_needed`` known, and no more than ``replicas_before``). Its time to capacity is ``None``
+    without being "not reached"."""
+    before, needed = surge.get("replicas_before"), surge.get("replicas_needed")
+    return surge.get("time_to_capacity_s") is None and surge.get("first_decision_s") is None and \
+        before is not None and needed is not None and before >= needed
 
 
 def surges(profile: Profile) -> list[Surge]:
@@ -160,4 +170,4 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
                    None if capacity_at is None else capacity_at - surge.start, before, asked,
                    {k: round(v, 3) for k, v in phases.items()}, first_wait, pending, failed, queued,
                    sum(1 for at in launches if surge.start <= at < end),
-                   None if capacity_at is None or demand_at is None else max(0.0, capacity_at - demand_at))
+                   None if capacity_at is None or demand_at is None else max(0.0, capacity_at - demand_at), needed)
