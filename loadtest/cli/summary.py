@@ -81,9 +81,14 @@ def _capacity_lines(capacity: dict[str, Any]) -> list[tuple[str, str]]:
     """Each surge's time to capacity with its phases, then the node totals (real-time equivalents)."""
     lines = []
     for surge in capacity["surges"]:
+        if no_scale_up_needed(surge):
+            lines.append((f"surge {surge['surge']}: time to capacity",
+                          f"no scale-up needed ({surge['replicas_before']} replicas served it; it needed "
+                          f"{surge['replicas_needed']})"))
+            continue
         phases = ", ".join(f"{k} {_fmt(v, ' s')}" for k, v in surge["phases_s"].items())
         reached = _fmt(surge["time_to_capacity_s"], " s") if surge["time_to_capacity_s"] is not None else \
-            "no scale-up needed" if no_scale_up_needed(surge) else "not reached before the load fell"
+            "not reached before the load fell"
         behind = surge.get("behind_demand_s")
         lag = "" if behind is None or behind == surge["time_to_capacity_s"] else \
             f"; {_fmt(behind, ' s')} after the load needed them"
