@@ -30,6 +30,7 @@ from loadtest.scenarios.capacity_options import (
 if TYPE_CHECKING:
     from loadtest.scenarios.demo_settings import DemoSettings
     from loadtest.scenarios.outputs import RunResult
+    from loadtest.scenarios.replay import Replay
 
 __all__ = ["DEMO", "demo"]
 
@@ -141,12 +142,14 @@ def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
     """GPU nodes under the replicas, on the compressed clock; durations given are real-time figures."""
     from loadtest.scenarios.demo_settings import capacity_settings, with_overrides
 
+    replay = _read_replay(o.from_report) if o.from_report is not None else None
     config = capacity_config(nodes, headroom=o.headroom, time_scale=o.time_scale, timings=o.node_timing or [],
                              nodepool=o.nodepool, node_groups=o.node_groups, placeholder_image=o.placeholder_image,
                              provisioning_time=o.provisioning_time, replicas=max(o.min_replicas or 1, 1),
-                             headroom_signal=o.headroom_signal, headroom_scale_up_window=o.headroom_scale_up_window)
+                             headroom_signal=o.headroom_signal, headroom_scale_up_window=o.headroom_scale_up_window,
+                             base_timings=None if replay is None else replay.timings)
     real = parse_profile(o.profile) if o.profile else None
-    if real is None and not o.quick:
+    if real is None and not o.quick and replay is None:
         real = capacity_profile(o.surge, 2 if o.compare_capacity else 1)
     hpa = {"sync_period_s": parse_duration(o.sync_period)} if o.sync_period is not None else {}
     if o.scale_down_window is not None:
@@ -155,6 +158,11 @@ def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
         capacity_settings(config, quick=o.quick, profile=real, **hpa), target=o.target, max_replicas=o.max_replicas,
         arrivals=o.arrivals, scale_on=o.metric, queue_target=o.queue_target, min_replicas=o.min_replicas,
         seed=o.seed if o.seed is not None or o.runs == 1 else 1)
+    if replay is not None:
+        settings = _replayed(settings, replay, keep_profile=real is not None, max_replicas=o.max_replicas)
+        console = Console(highlight=False)
+        for line in settings.replay:
+            console.print(line, markup=False, soft_wrap=True)
     _check(settings)
     plot = o.plot or Path("out/demo-capacity.png" if o.compare_capacity else "out/demo-nodes.png")
     prepare_outputs(plot, o.summary, o.csv)
@@ -162,6 +170,35 @@ def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
         _compare_capacity(Console(highlight=False), settings, plot, o.summary, o.csv, runs=o.runs)
         return
     _run_one(settings, plot, o.summary, o.csv)
+
+
+def _read_replay(path: Path) -> Replay:
+    from loadtest.scenarios.replay import ReplayError, read_report, replay_of
+
+    try:
+        return replay_of(read_report(path), str(path))
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _replayed(settings: DemoSettings, replay: Replay, *, keep_profile: bool, max_replicas: int | None,
+              ) -> DemoSettings:
+    """The settings with the report's surges as the load (unless --profile gave one) and, where they need more
+    replicas than maxReplicas allows and none was asked for, as many; what was taken is in ``replay``."""
+    from dataclasses import replace
+
+    lines = [f"replaying {replay.source}:", *(f"  {note}" for note in replay.notes)]
+    if keep_profile:
+        lines.append("  surges: --profile's, not the file's")
+        return replace(settings, replay=tuple(lines))
+    real, surge_lines = replay.profile(settings.replica_rate)
+    lines += [f"  {line}" for line in surge_lines]
+    most = max(s.target for s in replay.surges)
+    changes: dict[str, object] = {}
+    if max_replicas is None and most > settings.max_replicas:
+        changes["max_replicas"] = most
+        lines.append(f"  maxReplicas {most}, the most a scale-up asked for")
+    return replace(settings, profile=settings.clock.demo_profile(real), replay=tuple(lines), **changes)
 
 
 def _demo_of_pods(o: Options) -> None:

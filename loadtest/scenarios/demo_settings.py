@@ -76,6 +76,7 @@ class DemoSettings:
     pool: str = "infer"
     capacity: NodeLayerConfig | None = None
     seed: int | None = None  # the load's random arrivals (None: a fresh draw each run)
+    replay: tuple[str, ...] = ()  # --from-report: the file, and what the run took from it
 
     @property
     def clock(self) -> DemoClock:
@@ -224,6 +225,7 @@ class DemoSettings:
                 "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
                 "request_timeout_seconds": self.client_timeout_s, "max_inflight": self.client_inflight,
                 "arrivals": self.arrivals.value, "seed": self.seed,
+                **({"replay": list(self.replay)} if self.replay else {}),
                 **({"running_target_value": self.running_target, "cold_start_seconds": self.cold_start_s,
                     "gateway_timeout_seconds": self.gateway_timeout_s, "endpoint_limit": self.endpoint_limit,
                     "inference_pool": self.pool, "scale_up_policy": {
