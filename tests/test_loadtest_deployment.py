@@ -166,6 +166,16 @@ class RecordingGate:
         return names
 
 
+async def until_ready(deployment: LocalDeployment) -> None:
+    """Refresh until replica 0 answers ``/healthz`` (30 s at most)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not deployment.replicas[0].ready:
+        assert loop.time() < deadline, "infer-0 not ready after 30s"
+        await deployment.refresh()
+        await asyncio.sleep(0.1)
+
+
 def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: Parts) -> None:
     """A replica's pod exists (Pending, selected by the adapter) from the scale-up, but its process starts, holds
     its GPU and is published to the kubelet only once the gate says its pod may start; a pod scaled away while it
@@ -199,12 +209,7 @@ def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: P
             # its GPU is the pod's from its start, before it listens
             assert list_allocations(kubelet.socket_path) == [
                 DeviceAllocation("nvidia.com/gpu", fake_gpu_uuid("", 0), PodRef("infer-0", "demo", "main"))]
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while not deployment.replicas[0].ready:
-                assert loop.time() < deadline, "infer-0 not ready after 30s"
-                await deployment.refresh()
-                await asyncio.sleep(0.1)
+            await until_ready(deployment)
             assert first.alive and [c.name for c in processes.children] == ["infer-0"]
             assert deployment.replicas[1].child is None
             assert [(p.name, p.phase) for p in deployment.pods()] == [
@@ -240,21 +245,13 @@ def test_a_replica_whose_pod_was_evicted_stops_and_waits_for_its_new_pod(parts: 
     gate = RecordingGate()
     gate.allowed.add("infer-0")
 
-    async def ready(deployment: LocalDeployment) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while not deployment.replicas[0].ready:
-            assert loop.time() < deadline, "infer-0 not ready after 30s"
-            await deployment.refresh()
-            await asyncio.sleep(0.1)
-
     async def scenario() -> None:
         deployment = LocalDeployment(DeploymentConfig(max_replicas=1), processes, kubelet, workdir / "gpu.json",
                                      workdir / "objects.json", gate=gate)
         try:
             await deployment.scale(1)
             await deployment.refresh()
-            await ready(deployment)
+            await until_ready(deployment)
             first = deployment.replicas[0].child
             assert first is not None
             gate.allowed.discard("infer-0")
@@ -269,7 +266,7 @@ def test_a_replica_whose_pod_was_evicted_stops_and_waits_for_its_new_pod(parts: 
             await deployment.refresh()
             assert processes.children == [first]  # no new process while the new pod waits
             gate.allowed.add("infer-0")
-            await ready(deployment)
+            await until_ready(deployment)
             second = deployment.replicas[0].child
             assert second is not None and second is not first
             assert [e for e in gate.events if e[0] == "mark_ready"] == [("mark_ready", "infer-0")] * 2
