@@ -28,6 +28,7 @@ from loadtest.nodes import load_nodepool
 from loadtest.nodes.cluster import PodSpan
 from loadtest.nodes.layer import NodeLayerConfig, NodesKind
 from loadtest.scenarios.capacity_compare import (
+    CapacityComparison,
     capacity_row,
     format_capacity_table,
     run_capacity_comparison,
@@ -44,9 +45,9 @@ PHASES = {"decision": 20.0, "node": 180.0, "image": 334.0, "model": 48.0}
 
 
 def summary_of(ttc: list[float | None], cost: float, *, before: int = 1, needed: int = 4,
-               decided: bool = True) -> Any:
-    docs = [ScaleUp(i + 1, 0.0, 1.0 if decided else None, t, before, 4, PHASES, 180.0, 12.0, 0, 3, 1, t,
-                    needed).to_json() for i, t in enumerate(ttc)]
+               decided: bool = True, behind: list[float | None] | None = None) -> Any:
+    docs = [ScaleUp(i + 1, 0.0, 1.0 if decided else None, t, before, 4, PHASES, 180.0, 12.0, 0, 3, 1,
+                    t if behind is None else behind[i], needed).to_json() for i, t in enumerate(ttc)]
     capacity = {"time_scale": 1.0, "surges": docs, "gpu_node_seconds": cost, "pending_pod_seconds": 12.0,
                 "nodes_launched": 1, "nodes": [], "placeholders_preempted": 0, "headroom_decisions": []}
     rows = [TimelineRow(t=0.0, phase="hold", target_rps=1.0, sent=10, ok=10)]
@@ -173,6 +174,22 @@ def test_runs_vary_the_seed_and_give_each_figure_its_median_and_spread(tmp_path:
     document = json.loads((tmp_path / "series.json").read_text())
     assert document["seeds"] == [7, 8, 9] and len(document["comparisons"]) == 3
     assert document["figures"] == spread_figures(comparisons)
+
+
+def test_the_spread_keeps_the_gain_kept_of_each_measure_apart() -> None:
+    # On a ramp the auto headroom's share of the gain is given for the time to capacity and for the time behind
+    # demand, in the same words: each has its own median.
+    def ramp(ttc: float, behind: float, cost: float, name: str) -> Any:
+        return capacity_row(name, summary_of([ttc], cost, behind=[behind]))
+
+    comparison = CapacityComparison([("none", RunResult(summary_of([1.0], 1.0), [], []))] * 3,
+                                    [ramp(1400.0, 900.0, 20_000.0, "none"), ramp(650.0, 150.0, 40_000.0, "static 4"),
+                                     ramp(750.0, 250.0, 29_000.0, "auto")], [], [])
+    lines = spread_figures([comparison, comparison])
+    assert [line.split(" (median")[0] for line in lines] == [
+        "static headroom cut the first surge's time to capacity by 54 %", "auto headroom kept 87 % of that gain",
+        "static headroom cut the first surge's time behind demand by 83 %", "auto headroom kept 87 % of that gain",
+        "auto headroom's extra GPU-node-seconds were 45 % of static headroom's"]
 
 
 def test_runs_needs_compare_capacity(capsys: pytest.CaptureFixture[str]) -> None:

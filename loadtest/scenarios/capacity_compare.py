@@ -96,10 +96,11 @@ class Figure:
     after: str
     detail: str
     goal: str
+    of: str = ""  # what it is about ("time to capacity", "time behind demand"), where the words do not say
 
     @property
     def key(self) -> str:
-        return f"{self.before} ...{self.after}"
+        return f"{self.before} ...{self.after} ({self.of})"
 
     @property
     def text(self) -> str:
@@ -144,7 +145,7 @@ def _gains(none: CapacityRow | None, static: CapacityRow | None, auto: CapacityR
                             f"{base:g} s -> {fixed:g} s", ">= 80 %"))
         if demand is not None and base > fixed:
             found.append(Figure("auto headroom kept", 100 * (base - demand) / (base - fixed), " of that gain",
-                                f"{demand:g} s", ">= 70 %"))
+                                f"{demand:g} s", ">= 70 %", name))
     return found
 
 
