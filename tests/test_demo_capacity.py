@@ -56,6 +56,23 @@ def test_a_scale_up_waits_for_a_gpu_node(without: QuickRun) -> None:
     assert_all_gone(summary)
 
 
+def test_the_runs_summary_replays_as_its_own_delays_and_surge(without: QuickRun) -> None:
+    """``gpu-loadtest demo --from-report`` reads a demo's summary as it reads a capacity report: each new replica's
+    node, image and model phases (real-time equivalents) give the delays back, the surge its step."""
+    from loadtest.scenarios.replay import replay_of
+
+    [surge] = without.summary["capacity"]["surges"]
+    new = [r for r in surge["replicas"] if r["new_node"]]
+    assert new and all(r["phases_s"]["node"] >= 180 for r in new)  # the node's 3 minutes and the batch window
+    replay = replay_of(without.summary, "summary.json")
+    timings = replay.timings
+    # The node: its 180 s and Karpenter's batch window (a second or two, ticks of 1 s in real time); the image as
+    # pulled; the model: its 48 s plus the replica process's own start, in real-time seconds on this clock.
+    assert 180 <= timings.node_s <= 200 and 334 <= timings.image_pull_s <= 345 and timings.model_load_s >= 48
+    [replayed] = replay.surges
+    assert (replayed.start, replayed.before, replayed.target) == (240.0, 1, 4)
+
+
 def test_the_same_scale_up_with_headroom_does_not_wait(without: QuickRun, with_headroom: QuickRun) -> None:
     summary = with_headroom.summary
     assert summary["headroom"] == 4 and summary["placeholder_image"] == "pause"  # the chart's default

@@ -27,8 +27,13 @@ from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes import NodeTimings, load_nodepool
 from loadtest.nodes.cluster import PodSpan
 from loadtest.nodes.layer import NodeLayerConfig, NodesKind
+from loadtest.scenarios.capacity_compare import (
+    capacity_figures,
+    capacity_row,
+    format_capacity_table,
+    run_capacity_comparison,
+)
 from loadtest.scenarios.capacity_options import capacity_profile
-from loadtest.scenarios.compare import capacity_figures, capacity_row, format_capacity_table, run_capacity_comparison
 from loadtest.scenarios.demo_settings import DemoSettings, capacity_settings
 from loadtest.scenarios.describe import describe_hpa
 from loadtest.scenarios.outputs import Outputs, RunResult
@@ -160,7 +165,7 @@ def test_the_comparison_runs_none_static_then_auto_and_writes_one_summary(tmp_pa
 
 def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--compare-capacity``'s console output comes from the comparison's own rows and figures."""
-    import loadtest.scenarios.compare
+    import loadtest.scenarios.capacity_compare
     from loadtest.cli.demo import _compare_capacity
 
     costs = {"none": 10_000.0, "static": 30_000.0, "auto": 15_000.0}
@@ -171,8 +176,8 @@ def test_the_cli_prints_each_run_the_table_and_the_figures(tmp_path: Path, monke
         name = "none" if not s.capacity.headroom else "auto" if s.capacity.headroom_auto else "static"
         return RunResult(summary_with([times[name]], costs[name]), [], [])
 
-    real = loadtest.scenarios.compare.run_capacity_comparison
-    monkeypatch.setattr(loadtest.scenarios.compare, "run_capacity_comparison",
+    real = loadtest.scenarios.capacity_compare.run_capacity_comparison
+    monkeypatch.setattr(loadtest.scenarios.capacity_compare, "run_capacity_comparison",
                         lambda *args, **kwargs: real(*args, **kwargs, runner=runner))
     console = Console(record=True, width=200, file=io.StringIO())
     config = NodeLayerConfig(NodesKind.KARPENTER, DemoClock(20.0), pool=load_nodepool(), headroom=4)

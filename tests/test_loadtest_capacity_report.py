@@ -26,8 +26,8 @@ from loadtest.measure.cluster.report import CapacityReport, Workload, build_repo
 from loadtest.measure.cluster.rows import LOAD_COLUMNS
 from loadtest.measure.time_to_capacity import PHASES
 from loadtest.measure.timeline import write_csv
+from loadtest.scenarios.capacity_compare import capacity_row_from, format_capacity_table
 from loadtest.scenarios.capacity_report import replicas_csv_path, write_report
-from loadtest.scenarios.compare import capacity_row_from, format_capacity_table
 from tests.support import cluster_records as cr
 from tests.support.cluster_records import GPU_REASON, RS, T0, Records, karpenter_scale_up
 

@@ -146,6 +146,7 @@ class RecordingGate:
         self.allowed: set[str] = set()
         self.asked: set[str] = set()
         self.events: list[tuple[str, str]] = []
+        self.evicted: list[str] = []
 
     def pod_created(self, name: str) -> None:
         self.events.append(("pod_created", name))
@@ -159,6 +160,20 @@ class RecordingGate:
 
     def mark_ready(self, name: str) -> None:
         self.events.append(("mark_ready", name))
+
+    def take_evicted(self) -> list[str]:
+        names, self.evicted = self.evicted, []
+        return names
+
+
+async def until_ready(deployment: LocalDeployment) -> None:
+    """Refresh until replica 0 answers ``/healthz`` (30 s at most)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    while not deployment.replicas[0].ready:
+        assert loop.time() < deadline, "infer-0 not ready after 30s"
+        await deployment.refresh()
+        await asyncio.sleep(0.1)
 
 
 def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: Parts) -> None:
@@ -194,12 +209,7 @@ def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: P
             # its GPU is the pod's from its start, before it listens
             assert list_allocations(kubelet.socket_path) == [
                 DeviceAllocation("nvidia.com/gpu", fake_gpu_uuid("", 0), PodRef("infer-0", "demo", "main"))]
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 30
-            while not deployment.replicas[0].ready:
-                assert loop.time() < deadline, "infer-0 not ready after 30s"
-                await deployment.refresh()
-                await asyncio.sleep(0.1)
+            await until_ready(deployment)
             assert first.alive and [c.name for c in processes.children] == ["infer-0"]
             assert deployment.replicas[1].child is None
             assert [(p.name, p.phase) for p in deployment.pods()] == [
@@ -221,6 +231,50 @@ def test_with_a_gate_a_pod_waits_for_its_node_before_its_process_starts(parts: P
             assert processes.children == [first] and first.alive
             assert [a.pod.name for a in list_allocations(kubelet.socket_path)] == ["infer-0"]
             assert len(gate.events) == 4
+        finally:
+            await deployment.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_whose_pod_was_evicted_stops_and_waits_for_its_new_pod(parts: Parts) -> None:
+    """A node removed under a running replica (consolidation, scale-down) evicts its pod: the ReplicaSet makes a new
+    one, which waits for a GPU; the replica's process stops at once, its GPU leaves the kubelet's answer, the HPA
+    sees the pod Pending, and a new process starts (and loads its model again) once the new pod may start."""
+    workdir, processes, kubelet = parts.workdir, parts.processes, parts.kubelet
+    gate = RecordingGate()
+    gate.allowed.add("infer-0")
+
+    async def scenario() -> None:
+        deployment = LocalDeployment(DeploymentConfig(max_replicas=1), processes, kubelet, workdir / "gpu.json",
+                                     workdir / "objects.json", gate=gate)
+        try:
+            await deployment.scale(1)
+            await deployment.refresh()
+            await until_ready(deployment)
+            first = deployment.replicas[0].child
+            assert first is not None
+            gate.allowed.discard("infer-0")
+            gate.evicted.append("infer-0")
+            await deployment.refresh()
+            assert deployment.replicas[0].child is None and not deployment.replicas[0].ready
+            assert [(p.name, p.phase) for p in deployment.pods()] == [("infer-0", PodPhase.PENDING)]
+            assert list_allocations(kubelet.socket_path) == []
+            held = deployment.gpu_seconds()
+            await asyncio.sleep(0.2)
+            assert deployment.gpu_seconds() == held > 0  # the stopped process holds no GPU
+            await deployment.refresh()
+            assert processes.children == [first]  # no new process while the new pod waits
+            gate.allowed.add("infer-0")
+            await until_ready(deployment)
+            second = deployment.replicas[0].child
+            assert second is not None and second is not first
+            assert [e for e in gate.events if e[0] == "mark_ready"] == [("mark_ready", "infer-0")] * 2
+            deadline = asyncio.get_running_loop().time() + 10
+            while first.alive:
+                assert asyncio.get_running_loop().time() < deadline, "the evicted replica's process still runs"
+                await asyncio.sleep(0.1)
+            assert deployment.failure is None
         finally:
             await deployment.close()
 

@@ -158,7 +158,7 @@ def _context_namespace(kubeconfig: str | None, context: str | None) -> str:
 
 
 def print_report(console: Console, report: Any, o: Options) -> None:
-    from loadtest.scenarios.compare import capacity_row_from, format_capacity_table
+    from loadtest.scenarios.capacity_compare import capacity_row_from, format_capacity_table
 
     w = report.workload
     hours = (report.end - report.start) / 3600
@@ -246,10 +246,10 @@ def _quantile_cell(q: dict[str, Any] | None) -> str:
 def quantile_table(figures: dict[str, dict[str, dict[str, Any]]]) -> str:
     """p50 / p90 / max per phase (how many known, how many unknown): the scale-ups, every new replica, and those
     that waited for a new node."""
-    from loadtest.scenarios.compare import markdown_table
+    from loadtest.scenarios.tables import markdown
 
     phases = list(dict.fromkeys([*figures["scale_ups"], *figures["replicas"]]))
     cells = [[p.removesuffix("_s").replace("_", " "), *(_quantile_cell(figures[g].get(p))
                                                          for g in ("scale_ups", "replicas", "replicas_new_node"))]
              for p in phases]
-    return markdown_table(("phase", "scale-ups: p50 / p90 / max", "replicas", "replicas on a new node"), cells)
+    return markdown(("phase", "scale-ups: p50 / p90 / max", "replicas", "replicas on a new node"), cells)

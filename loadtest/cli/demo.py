@@ -30,6 +30,7 @@ from loadtest.scenarios.capacity_options import (
 if TYPE_CHECKING:
     from loadtest.scenarios.demo_settings import DemoSettings
     from loadtest.scenarios.outputs import RunResult
+    from loadtest.scenarios.replay import Replay
 
 __all__ = ["DEMO", "demo"]
 
@@ -99,11 +100,19 @@ DEMO = (
          "(inference_queue_growth_rate)."),
     Flag("--headroom-scale-up-window", str | None, None,
          "Auto headroom: its HPA's behavior.scaleUp.stabilizationWindowSeconds, in real time."),
+    Flag("--runs", int, 1,
+         "With --compare-capacity: run the comparison this many times, the seed one higher each time, and print "
+         "each figure's median and spread.", range=(1, 50)),
+    Flag("--seed", int | None, None,
+         "Seed of the load's random arrivals (default: a fresh draw; with --runs, 1, 2, ... unless given)."),
+    Flag("--from-report", Path | None, None,
+         "Replay a capacity report (gpu-loadtest capacity's JSON, or a demo's --summary): its node, image and model "
+         "delays and its scale-ups as the load's surges; unknown phases keep the demo's defaults."),
 )
 """``gpu-loadtest demo``'s options."""
 
 _NODES_ONLY = ("compare_capacity", "node_timing", "nodepool", "node_groups", "provisioning_time",
-               "headroom_scale_up_window")  # and --headroom
+               "headroom_scale_up_window", "from_report")  # and --headroom
 
 
 def demo(o: Options) -> None:
@@ -113,6 +122,8 @@ def demo(o: Options) -> None:
         raise UsageError(f"--placeholder-image {o.placeholder_image!r}: expected pause or workload")
     if o.surge not in CAPACITY_SURGES:
         raise UsageError(f"--surge {o.surge!r}: expected {' or '.join(CAPACITY_SURGES)}")
+    if o.runs > 1 and not o.compare_capacity:
+        raise UsageError("--runs needs --compare-capacity")
     pod_only = o.min_replicas == 0 or o.metric is ScaleOn.GATEWAY or o.compare or o.cold_start is not None
     nodes = o.nodes
     if nodes is None:  # GPU nodes unless the run asks for what only the pod-only loop has
@@ -131,26 +142,63 @@ def _demo_with_nodes(o: Options, nodes: NodesKind) -> None:
     """GPU nodes under the replicas, on the compressed clock; durations given are real-time figures."""
     from loadtest.scenarios.demo_settings import capacity_settings, with_overrides
 
+    replay = _read_replay(o.from_report) if o.from_report is not None else None
     config = capacity_config(nodes, headroom=o.headroom, time_scale=o.time_scale, timings=o.node_timing or [],
                              nodepool=o.nodepool, node_groups=o.node_groups, placeholder_image=o.placeholder_image,
                              provisioning_time=o.provisioning_time, replicas=max(o.min_replicas or 1, 1),
-                             headroom_signal=o.headroom_signal, headroom_scale_up_window=o.headroom_scale_up_window)
+                             headroom_signal=o.headroom_signal, headroom_scale_up_window=o.headroom_scale_up_window,
+                             base_timings=None if replay is None else replay.timings)
     real = parse_profile(o.profile) if o.profile else None
-    if real is None and not o.quick:
+    if real is None and not o.quick and replay is None:
         real = capacity_profile(o.surge, 2 if o.compare_capacity else 1)
     hpa = {"sync_period_s": parse_duration(o.sync_period)} if o.sync_period is not None else {}
     if o.scale_down_window is not None:
         hpa["scale_down_window_s"] = parse_duration(o.scale_down_window)
     settings = with_overrides(
         capacity_settings(config, quick=o.quick, profile=real, **hpa), target=o.target, max_replicas=o.max_replicas,
-        arrivals=o.arrivals, scale_on=o.metric, queue_target=o.queue_target, min_replicas=o.min_replicas)
+        arrivals=o.arrivals, scale_on=o.metric, queue_target=o.queue_target, min_replicas=o.min_replicas,
+        seed=o.seed if o.seed is not None or o.runs == 1 else 1)
+    if replay is not None:
+        settings = _replayed(settings, replay, keep_profile=real is not None, max_replicas=o.max_replicas)
+        console = Console(highlight=False)
+        for line in settings.replay:
+            console.print(line, markup=False, soft_wrap=True)
     _check(settings)
     plot = o.plot or Path("out/demo-capacity.png" if o.compare_capacity else "out/demo-nodes.png")
     prepare_outputs(plot, o.summary, o.csv)
     if o.compare_capacity:
-        _compare_capacity(Console(highlight=False), settings, plot, o.summary, o.csv)
+        _compare_capacity(Console(highlight=False), settings, plot, o.summary, o.csv, runs=o.runs)
         return
     _run_one(settings, plot, o.summary, o.csv)
+
+
+def _read_replay(path: Path) -> Replay:
+    from loadtest.scenarios.replay import ReplayError, read_report, replay_of
+
+    try:
+        return replay_of(read_report(path), str(path))
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _replayed(settings: DemoSettings, replay: Replay, *, keep_profile: bool, max_replicas: int | None,
+              ) -> DemoSettings:
+    """The settings with the report's surges as the load (unless --profile gave one) and, where they need more
+    replicas than maxReplicas allows and none was asked for, as many; what was taken is in ``replay``."""
+    from dataclasses import replace
+
+    lines = [f"replaying {replay.source}:", *(f"  {note}" for note in replay.notes)]
+    if keep_profile:
+        lines.append("  surges: --profile's, not the file's")
+        return replace(settings, replay=tuple(lines))
+    real, surge_lines = replay.profile(settings.replica_rate)
+    lines += [f"  {line}" for line in surge_lines]
+    most = max(s.target for s in replay.surges)
+    replicas = settings.max_replicas
+    if max_replicas is None and most > replicas:
+        replicas = most
+        lines.append(f"  maxReplicas {most}, the most a scale-up asked for")
+    return replace(settings, profile=settings.clock.demo_profile(real), replay=tuple(lines), max_replicas=replicas)
 
 
 def _demo_of_pods(o: Options) -> None:
@@ -165,8 +213,8 @@ def _demo_of_pods(o: Options) -> None:
 
     if o.headroom is not None or any(getattr(o, name) for name in _NODES_ONLY):
         raise UsageError("--headroom, --compare-capacity, --node-timing, --nodepool, --node-groups, "
-                         "--provisioning-time and --headroom-scale-up-window need GPU nodes: --nodes karpenter or "
-                         "cluster-autoscaler")
+                         "--provisioning-time, --headroom-scale-up-window and --from-report need GPU nodes: --nodes "
+                         "karpenter or cluster-autoscaler")
     metric = o.metric
     if o.min_replicas == 0 or metric is ScaleOn.GATEWAY:
         base = ZERO_QUICK_SETTINGS if o.quick else ZERO_SETTINGS
@@ -180,7 +228,7 @@ def _demo_of_pods(o: Options) -> None:
         scale_down_window_s=None if window is None else REAL_TIME.demo_whole_seconds(window), target=o.target,
         max_replicas=o.max_replicas, arrivals=o.arrivals, scale_on=metric, queue_target=o.queue_target,
         min_replicas=o.min_replicas, cold_start_s=None if o.cold_start is None else parse_duration(o.cold_start),
-        gateway_timeout_s=None if o.gateway_timeout is None else parse_duration(o.gateway_timeout))
+        gateway_timeout_s=None if o.gateway_timeout is None else parse_duration(o.gateway_timeout), seed=o.seed)
     _check(settings)
     plot = o.plot or Path("out/demo-compare.png" if o.compare else "out/demo.png")
     prepare_outputs(plot, o.summary, o.csv)
@@ -254,9 +302,9 @@ def _compare(console: Console, settings: DemoSettings, plot: Path, summary: Path
 
 
 def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summary: Path | None,
-                      csv_path: Path | None) -> None:
+                      csv_path: Path | None, *, runs: int = 1) -> None:
     from loadtest.measure.progress import Progress
-    from loadtest.scenarios.compare import format_capacity_table, run_capacity_comparison
+    from loadtest.scenarios import capacity_compare
     from loadtest.scenarios.describe import describe_hpa, describe_placeholders
 
     capacity = settings.capacity
@@ -266,21 +314,35 @@ def _compare_capacity(console: Console, settings: DemoSettings, plot: Path, summ
     def progress(name: str) -> Progress:
         return Progress(Console(stderr=True, highlight=False), title=f"gpu-loadtest demo --headroom {name}")
 
-    comparison = cancellable(lambda: run_capacity_comparison(settings, static, plot=plot, summary=summary,
-                                                              csv=csv_path, progress=progress))
-    for name, result in comparison.runs:
-        print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}"
-                      + (": interrupted, partial summary" if result.interrupted else ""))
-    console.print(f"\ncomparison (--nodes {capacity.kind.value}, profile {settings.real_profile.text()} in real "
-                  f"time, run {settings.clock.time_scale:g}x faster; {describe_hpa(settings)}; "
-                  f"{describe_placeholders(capacity)}; auto headroom {capacity.headroom_signal}, figures in "
-                  "real-time seconds)", markup=False, soft_wrap=True)
-    console.print(format_capacity_table(comparison.rows), markup=False, soft_wrap=True)
-    for line in comparison.figures:
-        console.print(line, markup=False, soft_wrap=True)
-    if plot.exists():
-        console.print(f"plot: {plot}", markup=False, soft_wrap=True)
-    _end(comparison.runs[-1][1])
+    if runs == 1:
+        comparisons = [cancellable(lambda: capacity_compare.run_capacity_comparison(
+            settings, static, plot=plot, summary=summary, csv=csv_path, progress=progress))]
+    else:
+        comparisons = cancellable(lambda: capacity_compare.run_capacity_series(
+            settings, static, runs, settings.seed or 1, plot=plot, summary=summary, csv=csv_path, progress=progress))
+    header = (f"--nodes {capacity.kind.value}, profile {settings.real_profile.text()} in real time, run "
+              f"{settings.clock.time_scale:g}x faster; {describe_hpa(settings)}; {describe_placeholders(capacity)}; "
+              f"auto headroom {capacity.headroom_signal}, figures in real-time seconds")
+    for comparison in comparisons:
+        seed = "" if runs == 1 else f", seed {comparison.seed}"
+        for name, result in comparison.runs:
+            print_summary(console, result.summary, f"--headroom {name if name != 'static' else static}{seed}"
+                          + (": interrupted, partial summary" if result.interrupted else ""))
+        console.print(f"\ncomparison ({header}{seed})", markup=False, soft_wrap=True)
+        console.print(capacity_compare.format_capacity_table(comparison.rows), markup=False, soft_wrap=True)
+        for line in comparison.figures:
+            console.print(line, markup=False, soft_wrap=True)
+    if runs > 1:
+        console.print(f"\n{len(comparisons)} runs (seeds {', '.join(str(c.seed) for c in comparisons)}): median "
+                      f"(lowest..highest) of each figure ({header})", markup=False, soft_wrap=True)
+        console.print(capacity_compare.spread_table(comparisons), markup=False, soft_wrap=True)
+        for line in capacity_compare.spread_figures(comparisons):
+            console.print(line, markup=False, soft_wrap=True)
+    for comparison in comparisons:
+        for path in (plot if runs == 1 else plot.with_name(f"{plot.stem}-seed{comparison.seed}{plot.suffix}"),):
+            if path.exists():
+                console.print(f"plot: {path}", markup=False, soft_wrap=True)
+    _end(comparisons[-1].runs[-1][1])
 
 
 def _compare_zero(console: Console, settings: DemoSettings, plot: Path, summary: Path | None, csv_path: Path | None,

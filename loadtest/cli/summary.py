@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from loadtest.measure.summary import Summary
+from loadtest.measure.time_to_capacity import no_scale_up_needed
 
 __all__ = ["UNKNOWN", "print_summary", "surge_lines"]
 
@@ -95,6 +96,11 @@ def surge_lines(surges: list[dict[str, Any]], *, label: str = "surge", not_reach
     then what waited; a figure the records did not hold (named in the surge's ``unknown``) reads ``unknown``."""
     lines = []
     for surge in surges:
+        if no_scale_up_needed(surge):
+            lines.append((f"{label} {surge['surge']}: time to capacity",
+                          f"no scale-up needed ({surge['replicas_before']} replicas served it; it needed "
+                          f"{surge['replicas_needed']})"))
+            continue
         unknown = set(surge.get("unknown") or ())
 
         def cell(key: str, unit: str = "", doc: dict[str, Any] = surge, name: str = "",

@@ -29,7 +29,7 @@ may be **unknown**: the records did not hold them (events expired, no autoscaler
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from loadtest.loadgen.profile import Profile
 from loadtest.measure.timeline import TimelineRow
 from loadtest.nodes.cluster import PodSpan, unbound_seconds
 
-__all__ = ["PHASES", "ScaleUp", "Surge", "charged_phase", "demand_for", "measure", "replicas_for",
+__all__ = ["PHASES", "ScaleUp", "Surge", "charged_phase", "demand_for", "measure", "no_scale_up_needed", "replicas_for",
            "replicas_needed", "surges"]
 
 PHASES = ("decision", "node", "image", "model")
@@ -67,6 +67,7 @@ class ScaleUp:
     nodes_launched: int | None
     behind_demand_s: float | None = None
     unknown: tuple[str, ...] = ()  # the figures the records did not hold: "time_to_capacity_s", "phases_s.node"...
+    replicas_needed: int | None = None  # what the surge's load needed; replicas_before at or above it: none asked
 
     def to_json(self, clock: DemoClock = REAL_TIME) -> dict[str, Any]:
         """Seconds in real time (the real-time equivalents of a compressed run), to 0.1 s; ``unknown`` as a list."""
@@ -84,6 +85,15 @@ def charged_phase(states: Iterable[str | None]) -> str:
     replicas asked for (``node`` before ``image`` before ``model``), else ``decision``."""
     waiting = set(states)
     return next((p for p in PHASES[1:] if p in waiting), "decision")
+
+
+def no_scale_up_needed(surge: Mapping[str, Any]) -> bool:
+    """A surge (its JSON) whose load the replicas already serving carried: the HPA asked for none and none was
+    needed (``replicas_needed`` known, and no more than ``replicas_before``). Its time to capacity is ``None``
+    without being "not reached"."""
+    before, needed = surge.get("replicas_before"), surge.get("replicas_needed")
+    return surge.get("time_to_capacity_s") is None and surge.get("first_decision_s") is None and \
+        before is not None and needed is not None and before >= needed
 
 
 def surges(profile: Profile) -> list[Surge]:
@@ -169,4 +179,5 @@ def measure(index: int, surge: Surge, syncs: Sequence[SyncRecord], pods: Sequenc
                    None if capacity_at is None else capacity_at - surge.start, before, asked,
                    {k: round(v, 3) for k, v in phases.items()}, first_wait, pending, failed, queued,
                    sum(1 for at in launches if surge.start <= at < end),
-                   None if capacity_at is None or demand_at is None else max(0.0, capacity_at - demand_at))
+                   None if capacity_at is None or demand_at is None else max(0.0, capacity_at - demand_at),
+                   replicas_needed=needed)

@@ -9,7 +9,13 @@ model on the caller's clock (seconds; call :meth:`Cluster.step` with a time that
   each bound to a node whose allocatable GPUs minus its pods' requests fit it. The default scoring
   (NodeResourcesFit, LeastAllocated over cpu and memory only) does not look at ``nvidia.com/gpu``, and the
   scheduler picks at random between equal scores; this model takes the oldest node, for repeatable runs. A node
-  that a provisioner removes goes at once, its pods with it: no cordon-and-drain phase is modelled.
+  that a provisioner removes goes at once (no cordon-and-drain phase is modelled), and its pods are evicted: each
+  is deleted and its ReplicaSet creates a new one, which waits for a GPU, pulls its image on the node it gets (unless
+  that node has it) and loads its model again (Karpenter's termination controller and Cluster Autoscaler's
+  actuator evict through the Eviction API; ``pkg/controller/replicaset`` replaces the pods). A workload whose
+  pods the caller creates (the demo's Deployment, :mod:`loadtest.standins.deployment`, which numbers them) gets
+  its replacement under the evicted pod's name; :attr:`Cluster.evicted` lists them for the caller, whose replica
+  behind the pod stops.
 * **Preemption** (DefaultPreemption, ``SelectVictimsOnNode`` and ``pickOneNodeForPreemption``): a pod that fits no
   node, unless its ``preemptionPolicy`` is ``Never``, removes every lower-priority pod of a node in thought, gives
   back (reprieves) as many as still leave room, most important first, and the victims of the node whose most
@@ -173,6 +179,7 @@ class Cluster:
         self.pods: dict[str, Pod] = {}  # by name: the latest pod of each name
         self.retired: list[Pod] = []  # earlier pods of a name used again (a Deployment's replica n recreated)
         self.replica_sets: dict[str, ReplicaSet] = {}
+        self.evicted: list[Pod] = []  # replacements of the caller's pods evicted from a removed node, in order
         self._node_ids = itertools.count()
         self._pod_ids: dict[str, itertools.count[int]] = {}
         self.now = 0.0
@@ -196,12 +203,18 @@ class Cluster:
     def live_nodes(self, now: float) -> list[Node]:
         return [n for n in self.nodes.values() if n.alive(now)]
 
-    def remove_node(self, name: str, now: float) -> None:
-        """The node goes away now: its pods are deleted (their ReplicaSets replace them)."""
+    def remove_node(self, name: str, now: float) -> list[Pod]:
+        """The node goes away now and its pods are evicted: the ReplicaSets of this model replace theirs at the next
+        reconcile; a pod of any other owner is replaced at once under its name (the caller's Deployment numbers its
+        pods) and listed in :attr:`evicted`. Returns the evicted pods."""
         node = self.nodes[name]
         node.deleted_at = now
-        for pod in self.pods_on(name):
+        evicted = self.pods_on(name)
+        for pod in evicted:
             self._delete(pod, now)
+            if pod.owner not in self.replica_sets:
+                self.evicted.append(self.create_pod(pod.name, pod.owner, pod.template, now))
+        return evicted
 
     def pods_on(self, node: str) -> list[Pod]:
         return [p for p in self.pods.values() if p.alive() and p.node == node]

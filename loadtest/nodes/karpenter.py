@@ -19,23 +19,37 @@ Read from kubernetes-sigs/karpenter (``pkg/``) and aws/karpenter-provider-aws (d
   what remains of ``limits["nvidia.com/gpu"]`` are dropped; a new NodeClaim counts at the largest of its instance
   types until it exists; existing nodes count at their capacity. With nothing left, pods wait.
 * **Consolidation** (``controllers/nodeclaim/disruption/consolidation.go``, ``disruption/emptiness.go``,
-  ``disruption/controller.go``, docs ``concepts/disruption.md``): a node becomes consolidatable ``consolidateAfter``
-  after its last pod was bound or removed (or after it initialized); the disruption loop runs every 10 s; empty
-  nodes are removed under every policy, after the 15 s validation if they are still empty. Under
-  ``WhenEmptyOrUnderutilized`` (and ``Balanced``, below) the model also removes one non-empty node per round whose
-  pods all fit on the other nodes' free GPUs, its pods rescheduled: the one with the fewest, then the
-  lowest-priority pods. Upstream does more per round: multi-node consolidation, tried before single-node, searches
-  (binary search, up to 100 candidates) for the most nodes one command can delete, and candidates are ordered by
-  price over disruption cost (``SavingsRatio``), not by pod count; so under these policies the model can take
-  more rounds than Karpenter to shrink a pool, and can pick another node first. The shipped NodePool is
-  ``WhenEmpty``, where neither arises.
+  ``disruption/controller.go``, ``disruption/validation.go``, docs ``concepts/disruption.md``): a node becomes
+  consolidatable ``consolidateAfter`` after its last pod was bound or removed (or after it initialized). The
+  disruption controller is one loop: every 10 s (``pollingPeriod``) it computes one command, waits out its 15 s
+  validation (``commandValidationDelay``) before anything else, removes the candidates that are still valid and
+  within the budget, and after a command computes the next one at once (``RequeueImmediately``). Empty nodes are
+  removed under every policy, as many in one command as the budget allows. Under ``WhenEmptyOrUnderutilized``
+  (and ``Balanced``, below) the model also removes one non-empty node per command whose pods all fit on the other
+  nodes' free GPUs: the one with the fewest, then the lowest-priority pods; its pods are evicted and recreated
+  (:meth:`~loadtest.nodes.cluster.Cluster.remove_node`). Upstream does more per command: multi-node consolidation,
+  tried before single-node, searches (binary search, up to 100 candidates) for the most nodes one command can
+  delete, and candidates are ordered by price over disruption cost (``SavingsRatio``), not by pod count; so under
+  these policies the model can take more commands than Karpenter to shrink a pool, and can pick another node
+  first. The shipped NodePool is ``WhenEmpty``, where neither arises.
+* **Disruption budgets** (``pkg/apis/v1/nodepool.go`` ``GetAllowedDisruptionsByReason``,
+  ``disruption/helpers.go`` ``BuildDisruptionBudgetMapping``): a command takes at most the NodePool's allowed
+  disruptions for its reason (``Empty``, ``Underutilized``): the smallest budget that applies, a percentage of the
+  pool's initialized nodes rounded up (the default ``nodes: "10%"`` is 1 node up to 10 nodes, 2 up to 20), less
+  the nodes already NotReady or being deleted (none here: a removed node goes at once). So the shipped NodePool
+  removes its empty GPU nodes one per command, 15 s apart, where without budgets one command took them all.
 * **Balanced** (``disruption/balanced.go``, v1.14.0): a move is approved when the share of the NodePool's cost it
   saves, over the share of the NodePool's disruption cost it causes, is at least 1/2 (``BalancedK`` 2); a node's
   disruption cost is 1 plus its pods' eviction costs (``utils/disruption`` ``EvictionCost``: 1 + priority / 2^25,
   clamped to [-10, 10], negatives counted as 0). The table has no prices, so the model scores a node's GPUs as its
   price (as :meth:`~loadtest.nodes.shapes.NodePool.cheapest` does), and applies the score to the non-empty
-  removals above. Replacing a node with a cheaper one, spot, drift, expiry and disruption budgets are not
-  modelled.
+  removals above. The shipped code has neither a feature gate nor a threshold setting for it: ``Balanced`` is a
+  value of ``consolidationPolicy`` that v1.14.0 and v1.14.1 act on as written (``pkg/operator/options/options.go``
+  lists the gates: NodeRepair, ReservedCapacity, SpotToSpotConsolidation, NodeOverlay, StaticCapacity,
+  CapacityBuffer), with ``BalancedK`` fixed at 2. The design (``designs/balanced-consolidation.md``) plans a
+  ``BalancedConsolidation`` gate, off while alpha, and defers a tunable k; the RFC's ``consolidationThreshold``
+  field was folded into ``consolidationPolicy`` before the merge and is not in the API. Replacing a node with a
+  cheaper one, spot, drift and expiry are not modelled.
 """
 
 from __future__ import annotations
@@ -89,7 +103,7 @@ class Karpenter:
         self._in_window: set[str] = set()
         self._triggered_at: dict[str, float] = {}
         self._next_poll: float | None = None
-        self._pending_removal: dict[str, float] = {}  # node -> when its validation ends
+        self._command: tuple[float, list[Node], str] | None = None  # (validation ends, candidates, reason)
         self.launches: list[tuple[float, str, int]] = []  # (time, instance type, pods)
 
     # -- provisioning ---------------------------------------------------------------------------------------------
@@ -165,30 +179,44 @@ class Karpenter:
 
     # -- disruption -----------------------------------------------------------------------------------------------
     def _disrupt(self, cluster: Cluster, now: float) -> None:
+        """The disruption loop: a command under validation blocks it; a command carried out is followed at once by
+        the next; otherwise it looks every poll period."""
         s = self.settings
-        for name, until in list(self._pending_removal.items()):
-            if now >= until:
-                del self._pending_removal[name]
-                node = cluster.nodes[name]
-                if node.alive(now) and self._removable(cluster, node, now):
-                    cluster.remove_node(name, now)
+        if self._command is not None:
+            until, nodes, reason = self._command
+            if now < until:
+                return
+            self._command = None
+            valid = [n for n in nodes if n.alive(now) and self._removable(cluster, n, now, reason)]
+            for node in valid[:self.allowed_disruptions(cluster, now, reason)]:
+                cluster.remove_node(node.name, now)
+            if valid:
+                self._next_poll = now  # RequeueImmediately
         if self._next_poll is None:
             self._next_poll = now
         if now < self._next_poll or self.pool.consolidate_after_s is None:
             return
         self._next_poll = now + s.disruption_poll_s
-        candidates = [n for n in cluster.live_nodes(now) if n.owner == self.name
-                      and n.name not in self._pending_removal and self._consolidatable(n, now)]
+        candidates = [n for n in cluster.live_nodes(now) if n.owner == self.name and self._consolidatable(n, now)]
         empty = [n for n in candidates if not cluster.pods_on(n.name)]
-        chosen = empty
-        if not chosen and self._underutilized_too:
+        chosen, reason = empty[:self.allowed_disruptions(cluster, now, "Empty")], "Empty"
+        if not empty and self._underutilized_too and self.allowed_disruptions(cluster, now, "Underutilized"):
             # The node that disrupts least first: fewer pods, then lower-priority pods (docs concepts/disruption.md).
             fitting = [n for n in candidates if self._pods_fit_elsewhere(cluster, n, now)
                        and self._balanced_approves(cluster, n, now)]
             chosen = sorted(fitting, key=lambda n: (len(cluster.pods_on(n.name)),
                                                     max(p.priority for p in cluster.pods_on(n.name)), n.name))[:1]
-        for node in chosen:
-            self._pending_removal[node.name] = now + s.validation_s
+            reason = "Underutilized"
+        if chosen:
+            self._command = (now + s.validation_s, chosen, reason)
+
+    def allowed_disruptions(self, cluster: Cluster, now: float, reason: str) -> int:
+        """How many of the pool's nodes a command for ``reason`` may remove now: the budget over the initialized
+        nodes, less those NotReady or being deleted (``BuildDisruptionBudgetMapping``; none here, see the module
+        docstring)."""
+        initialized = [n for n in cluster.live_nodes(now) if n.owner == self.name and n.allocatable(now) > 0]
+        disrupting = sum(1 for n in initialized if not n.ready(now))
+        return max(self.pool.allowed_disruptions(len(initialized), reason) - disrupting, 0)
 
     def _consolidatable(self, node: Node, now: float) -> bool:
         assert self.pool.consolidate_after_s is not None
@@ -197,13 +225,14 @@ class Karpenter:
         since = max(node.last_pod_event, node.gpus_at)
         return now >= since + self.pool.consolidate_after_s
 
-    def _removable(self, cluster: Cluster, node: Node, now: float) -> bool:
-        """The command still holds after the validation delay."""
+    def _removable(self, cluster: Cluster, node: Node, now: float, reason: str) -> bool:
+        """The command still holds after the validation delay: an empty node is still empty (the emptiness
+        validator filters with ``IsEmpty``), a node to consolidate still has its pods fit elsewhere."""
         if not self._consolidatable(node, now):
             return False
         if not cluster.pods_on(node.name):
             return True
-        return self._underutilized_too and self._pods_fit_elsewhere(cluster, node, now) and \
+        return reason == "Underutilized" and self._pods_fit_elsewhere(cluster, node, now) and \
             self._balanced_approves(cluster, node, now)
 
     @property

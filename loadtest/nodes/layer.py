@@ -144,6 +144,13 @@ class NodeLayer:
     def mark_ready(self, name: str) -> None:
         self.cluster.mark_ready(name, self.now())
 
+    def take_evicted(self) -> list[str]:
+        """The workload's pods evicted from a removed node since the last call: each is a new pod now, waiting for a
+        GPU, and the replica that ran in the old one must stop."""
+        names = [p.name for p in self.cluster.evicted if p.owner == self.workload]
+        self.cluster.evicted.clear()
+        return names
+
     # -- start-up and the loop ------------------------------------------------------------------------------------
     def bootstrap(self) -> None:
         """Nodes that are up already for the pods that exist (the workload's first, then the placeholders), as a
@@ -192,6 +199,30 @@ class NodeLayer:
 
         return [PodSpan(p.created_at - origin, rel(p.bound_at), rel(p.running_at), rel(p.ready_at),
                         rel(p.deleted_at)) for p in self.cluster.all_pods() if p.owner == self.workload]
+
+    def replicas(self, since: float, until: float) -> list[dict[str, Any]]:
+        """The workload's pods created between ``since`` and ``until`` (the load's clock, demo time), each as the
+        capacity report writes a replica: its node, whether it waited for a node created after it (``new_node``),
+        and its phases in real time: ``node`` (created to bound), ``image`` (bound to running) and ``model``
+        (running to ready), ``None`` where it did not get there."""
+        origin = self.load_started or 0.0
+        real = self.config.clock.real_figure
+
+        def span(start: float | None, end: float | None) -> float | None:
+            return None if start is None or end is None else real(max(0.0, end - start))
+
+        found = []
+        for pod in sorted(self.cluster.all_pods(), key=lambda p: p.created_at):
+            if pod.owner != self.workload or not since <= pod.created_at - origin < until:
+                continue
+            node = self.cluster.nodes.get(pod.node) if pod.node is not None else None
+            found.append({"pod": pod.name, "node": pod.node,
+                          "new_node": None if node is None else not node.warm and node.requested_at >= pod.created_at,
+                          "phases_s": {"node": span(pod.created_at, pod.bound_at),
+                                       "image": span(pod.bound_at, pod.running_at),
+                                       "model": span(pod.running_at, pod.ready_at)},
+                          "image_cached": None if pod.bound_at is None else pod.running_at == pod.bound_at})
+        return found
 
     def launches(self) -> list[float]:
         """When each node was requested, on the load's clock (demo time)."""

@@ -9,19 +9,24 @@ What is read, and what is not:
   ``karpenter.k8s.aws/instance-family`` ``In`` list, be in a ``node.kubernetes.io/instance-type`` ``In`` list, and
   pass a ``karpenter.k8s.aws/instance-gpu-count`` ``Gt`` bound, for each such requirement there is (at least one
   of the first two is needed). Also ``spec.limits["nvidia.com/gpu"]``; ``spec.disruption.consolidationPolicy`` and
-  ``consolidateAfter`` (a duration or ``Never``). Other requirements (capacity type, architecture) narrow nothing
-  here: every instance type of the table is amd64 and offered on demand. Disruption budgets are not modelled.
+  ``consolidateAfter`` (a duration or ``Never``); ``spec.disruption.budgets`` (:class:`Budget`: ``nodes`` a count
+  or a percentage, ``reasons``; absent, the CRD's default, one budget of ``nodes: "10%"``; a budget with a
+  ``schedule`` is active only in its cron window, and the demo's clock has no date, so the model leaves such
+  budgets out). Other requirements (capacity type, architecture) narrow nothing here: every instance type of the
+  table is amd64 and offered on demand.
 * The chart's ``karpenter.nodePool`` values: ``instanceFamilies``, and ``instanceTypes`` when set (the chart renders
   both as requirements, and refuses a pinned type of none of the families, as this does), ``limits``,
-  ``consolidationPolicy`` and ``consolidateAfter``.
+  ``consolidationPolicy`` and ``consolidateAfter``; the chart renders no budgets, so Karpenter's default holds.
 * eksctl managed node groups: ``instanceType``, ``minSize``, ``maxSize``, and whether the nodes carry the
   accelerator label Cluster Autoscaler's GPU handling looks for (``k8s.amazonaws.com/accelerator`` on AWS).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +34,9 @@ from clikit.durations import DurationError, parse_go_duration
 from clikit.yaml_file import load_yaml, load_yaml_documents
 from loadtest.nodes.instances import REPO, InstanceType, InstanceTypeError, load_instance_types, relative, resolve
 
-__all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "CONSOLIDATION_POLICIES", "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL",
-           "NodeGroup", "NodePool", "ShapeError", "load_node_groups", "load_nodepool", "nodepool_from_values"]
+__all__ = ["ACCELERATOR_LABEL", "CHART_VALUES", "CONSOLIDATION_POLICIES", "DEFAULT_BUDGETS", "DISRUPTION_REASONS",
+           "EKSCTL_NODE_GROUPS", "KARPENTER_NODEPOOL", "Budget", "NodeGroup", "NodePool", "ShapeError",
+           "load_node_groups", "load_nodepool", "nodepool_from_values"]
 
 KARPENTER_NODEPOOL = REPO / "hpa-examples" / "karpenter" / "nodepool-gpu.yaml"
 EKSCTL_NODE_GROUPS = REPO / "hpa-examples" / "cluster-autoscaler" / "eksctl-gpu-nodegroups.yaml"
@@ -44,6 +50,34 @@ class ShapeError(ValueError):
     """One line naming the file, the field and the value."""
 
 
+DISRUPTION_REASONS = ("Underutilized", "Empty", "Drifted")
+"""A budget's ``reasons`` (``pkg/apis/v1/nodepool.go`` ``DisruptionReason``)."""
+_BUDGET_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")  # the CRD's pattern for Budget.nodes
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A NodePool disruption budget (karpenter.sh/v1 ``Budget``): at most ``nodes`` of the pool's nodes disrupted at
+    once, for the ``reasons`` given (``None``: every reason)."""
+
+    nodes: str = "10%"
+    reasons: tuple[str, ...] | None = None
+
+    def allowed(self, num_nodes: int) -> int:
+        """``GetAllowedDisruptions``: a count as written, a percentage of ``num_nodes`` rounded up (``intstr``
+        ``GetScaledValueFromIntOrPercent`` with roundUp, as a PDB's maxUnavailable), so 10 % of 1 to 10 nodes is 1."""
+        if self.nodes.endswith("%"):
+            return math.ceil(int(self.nodes[:-1]) * num_nodes / 100)
+        return int(self.nodes)
+
+    def applies(self, reason: str) -> bool:
+        return self.reasons is None or reason in self.reasons
+
+
+DEFAULT_BUDGETS = (Budget("10%"),)
+"""``spec.disruption.budgets`` when absent: the CRD's default (``+kubebuilder:default:={{nodes: "10%"}}``)."""
+
+
 @dataclass(frozen=True)
 class NodePool:
     name: str
@@ -51,6 +85,12 @@ class NodePool:
     gpu_limit: int | None = None
     consolidation_policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after_s: float | None = 0.0  # None: Never
+    budgets: tuple[Budget, ...] = field(default=DEFAULT_BUDGETS)
+
+    def allowed_disruptions(self, num_nodes: int, reason: str) -> int:
+        """``GetAllowedDisruptionsByReason``: the smallest of the budgets that apply to ``reason`` (no budget: no
+        limit)."""
+        return min((b.allowed(num_nodes) for b in self.budgets if b.applies(reason)), default=2**31 - 1)
 
     def cheapest(self, fitting: tuple[InstanceType, ...]) -> InstanceType:
         """The instance type launched for a NodeClaim whose options are ``fitting``. Karpenter launches the cheapest
@@ -96,9 +136,32 @@ def load_nodepool(path: Path = KARPENTER_NODEPOOL, table: Mapping[str, InstanceT
             min_gpus = max(min_gpus, int(values[0]) + 1)
     field = "spec.template.spec.requirements"
     disruption = spec.get("disruption") or {}
-    return _pool(where, (pool.get("metadata") or {}).get("name", "gpu"), families, types, min_gpus,
-                 (spec.get("limits") or {}).get("nvidia.com/gpu"), disruption.get("consolidationPolicy"),
-                 disruption.get("consolidateAfter"), table, (field, field), pinned_in_families=False)
+    found = _pool(where, (pool.get("metadata") or {}).get("name", "gpu"), families, types, min_gpus,
+                  (spec.get("limits") or {}).get("nvidia.com/gpu"), disruption.get("consolidationPolicy"),
+                  disruption.get("consolidateAfter"), table, (field, field), pinned_in_families=False)
+    if "budgets" not in disruption or disruption["budgets"] is None:
+        return found
+    return replace(found, budgets=_budgets(where, disruption["budgets"]))
+
+
+def _budgets(where: str, items: Any) -> tuple[Budget, ...]:
+    """``spec.disruption.budgets``, checked as the CRD checks them; those with a ``schedule`` left out (see the
+    module docstring)."""
+    if not isinstance(items, list):
+        raise ShapeError(f"{where}: spec.disruption.budgets: expected a list, got {items!r}")
+    budgets = []
+    for i, item in enumerate(items):
+        at = f"{where}: spec.disruption.budgets[{i}]"
+        nodes = str((item or {}).get("nodes", "10%")) if isinstance(item, dict) else None
+        if nodes is None or not _BUDGET_NODES.match(nodes):
+            raise ShapeError(f"{at}.nodes: expected a count or a percentage such as \"10%\", got {nodes!r}")
+        reasons = item.get("reasons")
+        if reasons is not None and (not isinstance(reasons, list) or any(r not in DISRUPTION_REASONS
+                                                                         for r in reasons)):
+            raise ShapeError(f"{at}.reasons: expected a list of {', '.join(DISRUPTION_REASONS)}, got {reasons!r}")
+        if item.get("schedule") is None:
+            budgets.append(Budget(nodes, None if reasons is None else tuple(reasons)))
+    return tuple(budgets)
 
 
 def nodepool_from_values(path: Path = CHART_VALUES, table: Mapping[str, InstanceType] | None = None) -> NodePool:

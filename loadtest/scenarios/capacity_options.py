@@ -82,10 +82,11 @@ def parse_headroom(text: str) -> tuple[int, int, bool]:
     return count, count, False
 
 
-def parse_timings(items: list[str]) -> NodeTimings:
-    """``--node-timing PHASE=DURATION`` (repeatable): a phase of :class:`NodeTimings` in real seconds."""
+def parse_timings(items: list[str], base: NodeTimings | None = None) -> NodeTimings:
+    """``--node-timing PHASE=DURATION`` (repeatable): a phase of :class:`NodeTimings` in real seconds, over ``base``
+    (the defaults, or the delays a replayed report gave)."""
     phases = {f.name.removesuffix("_s"): f.name for f in fields(NodeTimings)}
-    timings = NodeTimings()
+    timings = base or NodeTimings()
     for item in items:
         phase, equals, duration = item.partition("=")
         if not equals or phase not in phases:
@@ -115,7 +116,8 @@ def _duration(text: str | None, flag: str) -> float | None:
 def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float, timings: list[str],
                     nodepool: Path | None, node_groups: Path | None, placeholder_image: str,
                     provisioning_time: str | None, replicas: int, headroom_signal: str = "requests",
-                    headroom_scale_up_window: str | None = None) -> NodeLayerConfig:
+                    headroom_scale_up_window: str | None = None, base_timings: NodeTimings | None = None,
+                    ) -> NodeLayerConfig:
     """The node layer the options ask for, checked against the capacity's shape (``replicas``: the workload's
     replicas at the start)."""
     if time_scale < 1:  # the load generator compresses real time; it cannot stretch it
@@ -136,7 +138,8 @@ def capacity_config(kind: NodesKind, *, headroom: str | None, time_scale: float,
     if provisioning == 0:
         raise CapacityOptionError(f"--provisioning-time {provisioning_time!r}: expected a duration above 0")
     scale_up = _duration(headroom_scale_up_window, "--headroom-scale-up-window")
-    config = NodeLayerConfig(kind, DemoClock(time_scale), parse_timings(timings), headroom=count, headroom_auto=auto,
+    config = NodeLayerConfig(kind, DemoClock(time_scale), parse_timings(timings, base_timings), headroom=count,
+                             headroom_auto=auto,
                              placeholder_image=PLACEHOLDER_IMAGES[placeholder_image], provisioning_s=provisioning,
                              headroom_min=least, headroom_signal=headroom_signal, pool=pool, groups=groups,
                              headroom_scale_up_s=NodeLayerConfig.headroom_scale_up_s if scale_up is None else scale_up)

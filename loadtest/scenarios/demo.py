@@ -95,7 +95,7 @@ class _Demo:
         self.state: dict[int, dict[str, Any]] = {}
         self.loadgen = LoadGenerator(settings.profile, self._next_url, timeout_s=settings.client_timeout_s,
                                      max_inflight=settings.client_inflight, arrivals=settings.arrivals,
-                                     clock=settings.clock)
+                                     seed=settings.seed, clock=settings.clock)
         self.gateway = Gateway(GatewayConfig(pool=settings.pool, timeout_s=settings.gateway_timeout_s,
                                              endpoint_limit=settings.endpoint_limit)) if settings.gateway else None
         self.gateway_url: str | None = None
@@ -407,13 +407,15 @@ def capacity_figures(demo: _Demo, rows: Sequence[TimelineRow], syncs: Sequence[S
     assert layer is not None
     end = None if layer.load_started is None else layer.load_started + s.profile.duration
     spans, launches = layer.spans(), layer.launches()
-    figures = []
+    surge_docs = []
     for i, surge in enumerate(surges(s.profile)):
-        needed = replicas_needed(s.profile, surge, s.requests_per_replica)
-        figures.append(measure(i + 1, surge, syncs, spans, rows, launches, needed=needed, service_s=s.service_ms / 1000,
-                               demand_at=demand_for(s.profile, surge, needed, s.requests_per_replica)))
+        needed = replicas_needed(s.profile, surge, s.replica_rate)
+        up = measure(i + 1, surge, syncs, spans, rows, launches, needed=needed, service_s=s.service_ms / 1000,
+                     demand_at=demand_for(s.profile, surge, needed, s.replica_rate))
+        # each new replica as the capacity report writes it (gpu-loadtest demo --from-report reads either)
+        surge_docs.append({**up.to_json(s.clock), "replicas": layer.replicas(surge.start, surge.end)})
     headroom_hpa = demo.headroom_hpa.history if demo.headroom_hpa is not None else []
-    return {"time_scale": s.clock.time_scale, "surges": [f.to_json(s.clock) for f in figures],
+    return {"time_scale": s.clock.time_scale, "surges": surge_docs,
             **layer.totals(end if end is not None and end < layer.now() else None),
             "headroom_decisions": [{"t": s.clock.real_figure(r.t), "from": r.current, "to": r.desired,
                                     "growth": r.readings.get(s.headroom_metric[0])}

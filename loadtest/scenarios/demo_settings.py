@@ -75,6 +75,8 @@ class DemoSettings:
     wake_replicas: int = 2
     pool: str = "infer"
     capacity: NodeLayerConfig | None = None
+    seed: int | None = None  # the load's random arrivals (None: a fresh draw each run)
+    replay: tuple[str, ...] = ()  # --from-report: the file, and what the run took from it
 
     @property
     def clock(self) -> DemoClock:
@@ -168,11 +170,20 @@ class DemoSettings:
             ((QUEUE_METRIC,) if self.scale_on is not ScaleOn.GPU else ())
 
     @property
+    def replica_rate(self) -> float:
+        """Requests per second one replica serves at what the workload's HPA holds it to, for "replicas needed": its
+        GPU target's share of a replica's capacity (15 at 60 % and 40 ms; with the gateway, the running-requests
+        target's); on the queue alone, its whole capacity (25), the most a replica serves before its queue grows
+        without end: fewer replicas than the rate over that and the queue, and the HPA on it, keeps rising; more and
+        it stays short. With both metrics the controller takes the larger proposal: the GPU target's."""
+        if self.scale_on is ScaleOn.QUEUE:
+            return 1000 / self.service_ms
+        return 1000 / self.service_ms * (self.running_target if self.gateway else self.target / 100)
+
+    @property
     def needed_replicas(self) -> int:
-        """Replicas the peak rate needs for the GPU target (with the gateway: the running-requests target) to hold
-        (what a scale-up should reach)."""
-        share = self.running_target if self.gateway else self.target / 100
-        return replicas_for(self.profile.peak_rate, 1000 / self.service_ms * share)
+        """Replicas the peak rate needs at :attr:`replica_rate` each (what a scale-up should reach)."""
+        return replicas_for(self.profile.peak_rate, self.replica_rate)
 
     def hpa_spec(self) -> HPASpec:
         """The HPA; ``ValueError`` with the API server's message for minReplicas 0 without an External metric."""
@@ -213,7 +224,8 @@ class DemoSettings:
                 "busy_window_seconds": self.busy_window_s, "collect_interval_ms": self.collect_interval_ms,
                 "scrape_interval_seconds": self.scrape_interval_s, "relist_interval_seconds": self.relist_interval_s,
                 "request_timeout_seconds": self.client_timeout_s, "max_inflight": self.client_inflight,
-                "arrivals": self.arrivals.value,
+                "arrivals": self.arrivals.value, "seed": self.seed,
+                **({"replay": list(self.replay)} if self.replay else {}),
                 **({"running_target_value": self.running_target, "cold_start_seconds": self.cold_start_s,
                     "gateway_timeout_seconds": self.gateway_timeout_s, "endpoint_limit": self.endpoint_limit,
                     "inference_pool": self.pool, "scale_up_policy": {

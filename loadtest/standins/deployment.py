@@ -13,7 +13,9 @@ start (``cold_start_s``) holds its GPU from its start, and is ready only once it
 
 With a node layer (``gate``, :class:`loadtest.nodes.layer.NodeLayer`), a new replica is first a pod that waits: it
 is created there, and its process starts only once the gate says its pod is bound to a node and has its image; a
-replica that answers ``/healthz`` is reported ready to it, and a removed one deleted from it.
+replica that answers ``/healthz`` is reported ready to it, and a removed one deleted from it. A replica whose pod
+the gate evicted (its node was removed: consolidation, scale-down) stops, and waits as a new replica does for the
+pod that replaced it.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class PodGate(Protocol):
     def may_start(self, name: str) -> bool: ...
 
     def mark_ready(self, name: str) -> None: ...
+
+    def take_evicted(self) -> list[str]: ...
 
 
 class DeploymentError(RuntimeError):
@@ -247,6 +251,19 @@ class LocalDeployment:
         if wanted:  # scrape it
             self.publish()
 
+    def _evicted(self, names: list[str]) -> None:
+        """The replicas whose pods were evicted stop; each becomes a replica that waits for its new pod."""
+        leaving = [r for r in self.replicas.values() if r.name in names and r.child is not None]
+        if not leaving:
+            return
+        now = time.monotonic()
+        for replica in leaving:
+            self._gpu_seconds_done += now - replica.started_at
+            self.replicas[replica.index] = Replica(replica.index, replica.name, replica.gpu_uuid, None)
+        self.publish()
+        self._hand_endpoints()
+        self._background(self._stopping, self._stop(leaving))
+
     async def _stop(self, leaving: list[Replica]) -> None:
         children = [r.child for r in leaving if r.child is not None]
         await asyncio.to_thread(self.processes.stop_many, children, self.config.grace_s + 1.0)
@@ -266,6 +283,8 @@ class LocalDeployment:
         """Readiness of new replicas, busy fractions of ready ones; then the fake GPU state."""
         if self.failure is not None:
             raise self.failure
+        if self.gate is not None:
+            self._evicted(self.gate.take_evicted())
         await asyncio.gather(*(self._refresh_one(r) for r in list(self.replicas.values())))
         self.write_gpu_state()
         self._hand_endpoints()
