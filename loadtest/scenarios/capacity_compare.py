@@ -275,6 +275,20 @@ def _spread(values: Sequence[float | None], unit: str = "") -> str:
     return f"{median:g}{unit} ({known[0]:g}..{known[-1]:g})"
 
 
+def _surge_spread(rows: Sequence[CapacityRow], pick: Callable[[CapacityRow], tuple[float | None, ...]],
+                  i: int) -> str:
+    """Surge ``i``'s median and spread over the runs that reached capacity, and how many did not: a run that never
+    reached it is the worst case, not a missing value to leave out unsaid."""
+    none_needed = [i < len(r.no_scale_up) and r.no_scale_up[i] for r in rows]
+    if all(none_needed):
+        return NONE_NEEDED
+    values = [pick(r)[i] if i < len(pick(r)) else None for r in rows]
+    missed = sum(v is None and not skip for v, skip in zip(values, none_needed, strict=True))
+    said = [f"{missed} of {len(rows)} not reached"] if missed else []
+    said += [f"{sum(none_needed)} of {len(rows)} none needed"] if any(none_needed) else []
+    return _spread(values, " s") + (f" [{'; '.join(said)}]" if said else "")
+
+
 def spread_table(comparisons: Sequence[CapacityComparison]) -> str:
     """The comparison table with each cell the median and spread over the runs that finished."""
     by_variant: dict[str, list[CapacityRow]] = {}
@@ -289,9 +303,7 @@ def spread_table(comparisons: Sequence[CapacityComparison]) -> str:
 
         def per_surge(pick: Callable[[CapacityRow], tuple[float | None, ...]], rows: list[CapacityRow] = rows,
                       surges: int = surges) -> str:
-            return ", ".join(NONE_NEEDED if all(i < len(r.no_scale_up) and r.no_scale_up[i] for r in rows) else
-                             _spread([pick(r)[i] if i < len(pick(r)) else None for r in rows], " s")
-                             for i in range(surges)) or "-"
+            return ", ".join(_surge_spread(rows, pick, i) for i in range(surges)) or "-"
 
         cells.append([f"{labels[variant]} ({len(rows)} runs)", per_surge(lambda r: r.time_to_capacity_s),
                       per_surge(lambda r: r.behind_demand_s),
