@@ -26,7 +26,8 @@ from tests.test_chart import render
 pytestmark = pytest.mark.tools
 
 PROMTOOL_TESTS = [REPO / "tests" / "promtool" / name
-                  for name in ("capacity-rules.test.yaml", "capacity-history-hold.test.yaml")]
+                  for name in ("capacity-rules.test.yaml", "capacity-history-hold.test.yaml",
+                               "capacity-history-groups-apart.test.yaml")]
 HEADROOM = ("prometheusRule.enabled=true", "headroom.namespace=ml", "headroom.workload.name=vllm",
             "headroom.auto.enabled=true", "headroom.auto.requestsPerReplica=10")
 

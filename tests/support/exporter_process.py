@@ -48,7 +48,14 @@ class ExporterProcess:
             return False
 
     def metrics(self) -> str:
-        response = self.client.get("/metrics", headers={"Accept-Encoding": "identity"})
+        """One scrape on the kept-alive client. A reset or close of that connection is retried once on a new one, as
+        Go's http.Transport (Prometheus') retries an idempotent request on a reused connection: the exporter ends an
+        idle connection at its read timeout, and a request sent at that moment meets the close (seen once under load
+        in the listener tests, whose waits are as long as the timeout)."""
+        try:
+            response = self.client.get("/metrics", headers={"Accept-Encoding": "identity"})
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+            response = self.client.get("/metrics", headers={"Accept-Encoding": "identity"})
         response.raise_for_status()
         return response.text
 

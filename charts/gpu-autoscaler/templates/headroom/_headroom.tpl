@@ -247,8 +247,11 @@ headroom. With headroom.auto: the provisioning time its HPA's metric multiplies 
 (namespace_deployment:headroom_provisioning_seconds, label source): with provisioningTimeSource history, the
 workload's measured p90 (namespace_deployment:gpu_provisioning_seconds:p90, a Deployment's only), provisioningTime
 while there is none; with fixed, provisioningTime. Labelled with the workload's namespace and Deployment, and its
-InferencePool with source gateway, so that either side of the preset finds it. For every form: which objects hold
-headroom for the workload (namespace_workload:headroom:info, value 1).
+InferencePool with source gateway, so that either side of the preset finds it. The p90 is read over the last 15
+minutes, three evaluations of its group (every 5m, its own interval): Prometheus evaluates groups apart, so an instant
+read from this group (the global interval) may find the p90's newest sample exactly 5 minutes old, outside the
+lookback, or a late or missed evaluation, and would fall back to provisioningTime for a round. For every form: which
+objects hold headroom for the workload (namespace_workload:headroom:info, value 1).
 */}}
 {{- define "gpu-autoscaler.headroom.recordingRules" -}}
 {{- if include "gpu-autoscaler.headroom.anyOn" . -}}
@@ -263,7 +266,7 @@ headroom for the workload (namespace_workload:headroom:info, value 1).
 - record: namespace_deployment:headroom_provisioning_seconds
   {{- if and (eq $a.provisioningTimeSource "history") (eq $h.workload.kind "Deployment") }}
   expr: |-
-    label_replace(max(namespace_deployment:gpu_provisioning_seconds:p90{namespace={{ $ns | quote }},deployment={{ $h.workload.name | quote }}}), "source", "history", "", "")
+    label_replace(max(last_over_time(namespace_deployment:gpu_provisioning_seconds:p90{namespace={{ $ns | quote }},deployment={{ $h.workload.name | quote }}}[15m])), "source", "history", "", "")
     or on ()
     label_replace(vector({{ $seconds }}), "source", "fallback", "", "")
   {{- else }}
