@@ -15,7 +15,7 @@ from typing import Any
 
 from loadtest.measure.cluster.collect import Collector
 from loadtest.measure.cluster.journal import Journal, replay
-from loadtest.measure.cluster.reader import ClusterReader, Snapshot
+from loadtest.measure.cluster.reader import WATCH_SECONDS, ClusterReader, Snapshot
 from loadtest.measure.cluster.replicas import MARKS, PHASES, SUB_PHASES
 from loadtest.measure.cluster.report import CapacityReport, Workload, build_report, iso
 from loadtest.measure.cluster.rows import LOAD_COLUMNS
@@ -86,18 +86,24 @@ def report_from_cluster(reader: ClusterReader, options: ReportOptions, *, watch:
 
 
 def _follow(reader: ClusterReader, snap: Snapshot, journal: Journal, stop: threading.Event) -> list[str]:
-    """Follow the cluster on a thread of its own; Ctrl-C (here, on the main thread) ends the watch, not the report."""
+    """Follow the cluster on a thread of its own; Ctrl-C (here, on the main thread) ends the watch, not the report.
+    After a stop the watches end at their next event or their request's end (WATCH_SECONDS); a watch that takes
+    longer than twice that is left behind (its thread is a daemon and the journal takes no more lines), so that
+    Ctrl-C always gives the report within seconds."""
     problems: list[str] = []
     runner = threading.Thread(target=lambda: problems.extend(reader.follow(list(snap.read), journal.record, stop,
                                                                            snap.versions)),
                               name="capacity-watch", daemon=True)
     runner.start()
     try:
-        while runner.is_alive():
+        while runner.is_alive() and not stop.is_set():
             runner.join(0.5)
     except KeyboardInterrupt:
         stop.set()
-        runner.join()
+    runner.join(2 * WATCH_SECONDS)
+    if runner.is_alive():
+        return [*problems, f"a watch had not ended {2 * WATCH_SECONDS:g} s after the stop; the report is made from "
+                           "what was recorded until then"]
     return problems
 
 

@@ -51,7 +51,8 @@ class Journal:
     def _write(self, doc: Mapping[str, Any]) -> None:
         line = json.dumps(doc, separators=(",", ":"))
         with self._lock:
-            assert self._file is not None
+            if self._file is None:  # closed: a watch left behind after a stop records nothing more
+                return
             self._file.write(line + "\n")
             self._file.flush()
             self.lines += 1
