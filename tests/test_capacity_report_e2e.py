@@ -177,6 +177,24 @@ def test_usage_errors_are_one_line(tmp_path: Path) -> None:
         assert lines[0].startswith("gpu-loadtest: error: ") and message in lines[0], lines[0]
 
 
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+    "runpy.run_module('loadtest', run_name='__main__', alter_sys=True)")
+"""``python -m loadtest`` as a terminal starts it, Ctrl-C at its default (KeyboardInterrupt) and not blocked: a
+child inherits an ignored or blocked SIGINT from the process that starts it, and Python then never raises
+KeyboardInterrupt (the watch once ran past 60 s after its SIGINT in a full parallel run)."""
+
+
+def signal_state(pid: int) -> str:
+    """The process' signal masks as the kernel has them (for a failure's message)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return f"no /proc status ({exc})"
+    return ", ".join(line.replace("\t", " ") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def test_watch_keeps_what_the_cluster_forgets(fake_kube: FakeKube, tmp_path: Path) -> None:
     """The scale-up happens while --watch follows the cluster; then its events expire (the API server deletes them
     after --event-ttl). The report at the end of the watch, and one made again from the journal, still have it;
@@ -188,8 +206,8 @@ def test_watch_keeps_what_the_cluster_forgets(fake_kube: FakeKube, tmp_path: Pat
     serve(fake_kube, before)
     journal = tmp_path / "watch.jsonl"
     kubeconfig = fake_kube.write_kubeconfig(tmp_path / "kubeconfig")
-    watcher = subprocess.Popen([sys.executable, "-m", "loadtest", "capacity", "--kubeconfig", kubeconfig, "-n",
-                                "ml", "--deployment", "vllm", "--since", "1h", "--until", UNTIL, "--watch",
+    watcher = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "capacity", "--kubeconfig", kubeconfig,
+                                "-n", "ml", "--deployment", "vllm", "--since", "1h", "--until", UNTIL, "--watch",
                                 str(journal), "--json", str(tmp_path / "watched.json")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -203,7 +221,10 @@ def test_watch_keeps_what_the_cluster_forgets(fake_kube: FakeKube, tmp_path: Pat
             fake_kube.delete("", "v1", "events", "ml", name)
         time.sleep(1.0)
         watcher.send_signal(signal.SIGINT)  # Ctrl-C ends the watch; the report follows
-        _, err = watcher.communicate(timeout=60)
+        try:
+            _, err = watcher.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"no report 60 s after Ctrl-C; {signal_state(watcher.pid)}") from None
     finally:
         if watcher.poll() is None:
             watcher.kill()
