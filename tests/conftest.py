@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.tools import require_tool
+
 pytest_plugins = ["tests.support.prometheus", "tests.podresources_server", "tests.support.fake_kube"]
 
 _FIRST = ("image", "demo", "e2e", "tools")
@@ -22,3 +24,10 @@ def _rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_rank)  # stable: within a rank, files and tests keep their order
+
+
+@pytest.fixture(autouse=True)
+def _demo_needs_prometheus(request: pytest.FixtureRequest) -> None:
+    """Every demo runs a real Prometheus: by the suite's missing-tool policy (tests/support/tools.py)."""
+    if request.node.get_closest_marker("demo") is not None:
+        require_tool("prometheus")

@@ -19,14 +19,8 @@ import psutil
 import pytest
 
 from loadtest.standins.processes import MARKER_ENV
-from tests.support.tools import require_tool
 
 pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
-
-
-@pytest.fixture(autouse=True)
-def _prometheus_installed() -> None:
-    require_tool("prometheus")
 
 
 def marked_processes(run_id: str) -> list[psutil.Process]:

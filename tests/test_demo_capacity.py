@@ -11,15 +11,9 @@ import csv
 
 import pytest
 
-from tests.support.tools import require_tool
 from tests.test_demo import QuickRun, assert_all_gone, quick_run
 
 pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
-
-
-@pytest.fixture(autouse=True)
-def _prometheus_installed() -> None:
-    require_tool("prometheus")
 
 
 @pytest.fixture(scope="module")

@@ -10,17 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tools import require_tool
 from tests.test_demo import assert_all_gone, quick_run
 
 pytestmark = [pytest.mark.demo, pytest.mark.e2e, pytest.mark.tools]
 
 QUEUE, RUNNING = "llm_d_epp_flow_control_queue_size", "llm_d_epp_average_running_requests"
-
-
-@pytest.fixture(autouse=True)
-def _prometheus_installed() -> None:
-    require_tool("prometheus")
 
 
 def test_quick_scale_to_zero_reaches_zero_wakes_on_the_gateway_queue_and_loses_no_request(tmp_path: Path) -> None:
