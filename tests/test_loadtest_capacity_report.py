@@ -453,3 +453,39 @@ def test_replace_keeps_the_unknown_names() -> None:
     records, _ = karpenter_scale_up()
     figures = report_of(records).scale_ups[0].figures
     assert replace(figures, surge=2).unknown == figures.unknown
+
+
+def test_a_watch_that_never_ends_still_gives_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the stop, a watch stuck in a request that no event ends is left behind: the report comes from what the
+    journal has, with a note, and the journal takes nothing the watch sends after it closed."""
+    import threading
+    import time
+
+    from loadtest.measure.cluster.reader import Snapshot
+    from loadtest.scenarios import capacity_report
+
+    monkeypatch.setattr(capacity_report, "WATCH_SECONDS", 0.2)
+    late: list[Any] = []
+
+    class StuckReader:
+        def snapshot(self) -> Snapshot:
+            return Snapshot(read=["pods"], versions={"pods": "1"})
+
+        def follow(self, keys: list[str], emit: Any, stop: threading.Event, versions: dict[str, str]) -> list[str]:
+            stop.wait()
+            time.sleep(1.0)  # a request that outlives the stop, then one more event
+            late.append(emit("ADDED", "pods", {"metadata": {"name": "late"}}))
+            return []
+
+    options = capacity_report.ReportOptions(Workload("ml", "vllm"), since_s=3600.0, until=T0 + 3600)
+    stop = threading.Event()
+    threading.Timer(0.1, stop.set).start()
+    started = time.monotonic()
+    report = capacity_report.report_from_cluster(StuckReader(), options, watch=tmp_path / "w.jsonl",  # type: ignore[arg-type]
+                                                 stop=stop)
+    assert time.monotonic() - started < 1.0  # 2 x WATCH_SECONDS after the stop, not the stuck request's second
+    assert "a watch had not ended 0.4 s after the stop; the report is made from what was recorded until then" in \
+        report.notes
+    written = (tmp_path / "w.jsonl").read_text()
+    time.sleep(1.2)
+    assert late == [None] and (tmp_path / "w.jsonl").read_text() == written  # nothing after the close
