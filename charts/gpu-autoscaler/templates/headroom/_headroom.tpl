@@ -249,9 +249,9 @@ workload's measured p90 (namespace_deployment:gpu_provisioning_seconds:p90, a De
 while there is none; with fixed, provisioningTime. Labelled with the workload's namespace and Deployment, and its
 InferencePool with source gateway, so that either side of the preset finds it. The p90 is read over the last 15
 minutes, three evaluations of its group (every 5m, its own interval): Prometheus evaluates groups apart, so an instant
-read from this group (the global interval) may find the p90's newest sample exactly 5 minutes old, outside the
-lookback, or a late or missed evaluation, and would fall back to provisioningTime for a round. For every form: which
-objects hold headroom for the workload (namespace_workload:headroom:info, value 1).
+read from this group (the global interval, 5m lookback) finds nothing after a late or missed evaluation of the
+history group (prometheus_rule_group_iterations_missed_total) and would fall back to provisioningTime for a round.
+For every form: which objects hold headroom for the workload (namespace_workload:headroom:info, value 1).
 */}}
 {{- define "gpu-autoscaler.headroom.recordingRules" -}}
 {{- if include "gpu-autoscaler.headroom.anyOn" . -}}
