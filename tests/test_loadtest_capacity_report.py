@@ -466,6 +466,7 @@ def test_a_watch_that_never_ends_still_gives_the_report(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(capacity_report, "WATCH_SECONDS", 0.2)
     late: list[Any] = []
+    release, done = threading.Event(), threading.Event()
 
     class StuckReader:
         def snapshot(self) -> Snapshot:
@@ -473,8 +474,9 @@ def test_a_watch_that_never_ends_still_gives_the_report(tmp_path: Path, monkeypa
 
         def follow(self, keys: list[str], emit: Any, stop: threading.Event, versions: dict[str, str]) -> list[str]:
             stop.wait()
-            time.sleep(1.0)  # a request that outlives the stop, then one more event
+            release.wait(20.0)  # a request that outlives the stop (20 s if nothing releases it), then one more event
             late.append(emit("ADDED", "pods", {"metadata": {"name": "late"}}))
+            done.set()
             return []
 
     options = capacity_report.ReportOptions(Workload("ml", "vllm"), since_s=3600.0, until=T0 + 3600)
@@ -483,9 +485,10 @@ def test_a_watch_that_never_ends_still_gives_the_report(tmp_path: Path, monkeypa
     started = time.monotonic()
     report = capacity_report.report_from_cluster(StuckReader(), options, watch=tmp_path / "w.jsonl",  # type: ignore[arg-type]
                                                  stop=stop)
-    assert time.monotonic() - started < 1.0  # 2 x WATCH_SECONDS after the stop, not the stuck request's second
+    assert time.monotonic() - started < 10.0  # 2 x WATCH_SECONDS after the stop, not the stuck request's 20 s
     assert "a watch had not ended 0.4 s after the stop; the report is made from what was recorded until then" in \
         report.notes
     written = (tmp_path / "w.jsonl").read_text()
-    time.sleep(1.2)
+    release.set()
+    assert done.wait(5.0)
     assert late == [None] and (tmp_path / "w.jsonl").read_text() == written  # nothing after the close
